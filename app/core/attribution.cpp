@@ -18,8 +18,9 @@ model::Result<SidesAttribution> AttributeAt(model::Engine& engine, const std::ve
                 if (ranked[0] != at->target) at = engine.RunLensAt(ids, side, position, ranked[0]);
                 if (!at) return model::Fail(at.error());
             } else if (target == LensTarget::NextAgainstOther) {
-                out.target = LensTarget::NextAgainstOther;
                 out.versus = ranked[0] != at->target ? ranked[0] : at->top_k > 1 ? ranked[1] : -1;
+                // A vocabulary of one token has no other: the next token's logit, named as such.
+                out.target = out.versus >= 0 ? LensTarget::NextAgainstOther : LensTarget::Next;
             }
             out.token = at->target;
         }
@@ -28,6 +29,7 @@ model::Result<SidesAttribution> AttributeAt(model::Engine& engine, const std::ve
             if (!other) return model::Fail(other.error());
             for (size_t i = 0; i < at->parts.size() && i < other->parts.size(); ++i) at->parts[i] -= other->parts[i];
             at->logit -= other->logit;
+            at->free -= other->free;  // the divisor is the position's, one for both tokens
         }
         out.sides.push_back(std::move(*at));
     }

@@ -32,6 +32,7 @@
 #include "model/io/npy.h"
 #include "viz/figure.h"
 #include "viz/figures.h"
+#include "viz/ticks.h"
 #include "viz/palette.h"
 
 namespace app {
@@ -567,9 +568,12 @@ std::string LensSideTitle(const model::Analysis& a, size_t k) {
 }
 
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
-                           const model::Lens* other, const viz::FigureText& text) {
+                           const model::Lens* other, const viz::FigureText& text, const DivergingScale* shared) {
     const size_t k = ReadSide(mode) == Side::Base ? 2 : ReadSide(mode) == Side::Compare ? 1 : 0;
-    if (IsDifference(mode)) return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), SsaSideName(a), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k), TokenLabels(a.tokens), text) : viz::Figure{};
+    if (IsDifference(mode))
+        return ssa && other ? LensDiffFigure(*ssa, *other, ModelName(info), SsaSideName(a), k == 1 ? LensSideName(a, k) : LensSideTitle(a, k),
+                                             TokenLabels(a.tokens), text, shared)
+                            : viz::Figure{};
     const model::Lens* shown = k == 0 ? ssa : other;
     return shown ? LensFigure(*shown, ModelName(info), LensSideTitle(a, k), TokenLabels(a.tokens), text) : viz::Figure{};
 }
@@ -800,11 +804,14 @@ namespace {
 // Each side's bars, named and coloured as the window's: SSA, the comparison by its kind (tau = 1,
 // the twin, layer-local; tau = 1 beside a base), the base; `values` gives a side's bars.
 template <typename Values>
-void AddSideBars(viz::Plot* plot, const std::vector<DlaColumn>& sides, Values&& values) {
+void AddSideBars(viz::Plot* plot, const std::vector<DlaColumn>& sides, bool difference, Values&& values) {
     const viz::Rgba8 colors[] = {viz::kSsaColor, viz::kCompareColor, viz::kBaseColor};
     for (size_t n = 0; n < sides.size(); ++n) {
         viz::PlotSeries series;
-        series.Name = n == 1 && sides.size() > 2 ? "tau = 1" : sides[n].name;
+        // Each side's whole logit in its legend (the bars are a part of it: a top few of the heads).
+        char total[64];
+        std::snprintf(total, sizeof total, " (%s %.3f)", difference ? "difference" : "logit", sides[n].logit);
+        series.Name = (n == 1 && sides.size() > 2 ? std::string("tau = 1") : sides[n].name) + viz::SignlessZero(total);
         series.Kind = viz::SeriesKind::Bars;
         series.Color = colors[std::min<size_t>(n, std::size(colors) - 1)];
         series.Y = values(sides[n]);
@@ -827,13 +834,17 @@ std::string TextTokenWords(const std::vector<std::string>& token_labels, int64_t
 
 namespace {
 
-// Each head's part of the next token's logit, mean over positions [L * H].
-std::vector<float> DlaHeadMeans(const model::Lens& side) {
+// Each head's part of the next token's logit, mean over positions [L * H]; with `ssa` (another
+// side's), each position's part read through SSA's divisor there.
+std::vector<float> DlaHeadMeans(const model::Lens& side, const model::Lens* ssa = nullptr) {
     const int64_t L = side.n_layer, H = side.n_head, T = side.n_tokens;
     std::vector<float> mean(static_cast<size_t>(std::max<int64_t>(0, L * H)), 0.0f);
+    const size_t n = static_cast<size_t>(std::max<int64_t>(T - 1, 0));
+    const bool through = ssa && ssa != &side && ssa->dla_divisor.size() == n && side.dla_divisor.size() == n;
     for (int64_t k = 0; k < L * H && T >= 2 && side.dla.size() >= static_cast<size_t>(L * H * (T - 1)); ++k) {
         double sum = 0;
-        for (int64_t t = 0; t < T - 1; ++t) sum += side.dla[k * (T - 1) + t];
+        for (int64_t t = 0; t < T - 1; ++t)
+            sum += side.dla[k * (T - 1) + t] * (through && ssa->dla_divisor[t] > 0 ? static_cast<double>(side.dla_divisor[t]) / ssa->dla_divisor[t] : 1.0);
         mean[k] = static_cast<float>(sum / (T - 1));
     }
     return mean;
@@ -843,16 +854,19 @@ std::vector<float> DlaHeadMeans(const model::Lens& side) {
 
 float DlaHeadsMost(const std::vector<LensSideFiles>& sides) {
     float most = 1e-6f;
+    const model::Lens* ssa = sides.empty() ? nullptr : sides[0].lens.get();
     for (const LensSideFiles& s : sides)
         if (s.lens)
-            for (float v : DlaHeadMeans(*s.lens)) most = std::max(most, std::abs(v));
+            for (float v : DlaHeadMeans(*s.lens, ssa)) most = std::max(most, std::abs(v));
     return most;
 }
 
-viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name, float shared_most, const viz::FigureText& text) {
+viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_name, float shared_most, const viz::FigureText& text,
+                           const model::Lens* ssa) {
     const model::Lens& side = *named.lens;
     const int64_t L = side.n_layer, H = side.n_head;
-    const std::vector<float> mean = DlaHeadMeans(side);
+    const bool through = ssa && ssa != &side;
+    const std::vector<float> mean = DlaHeadMeans(side, through ? ssa : nullptr);
     const float most = shared_most > 0.0f ? shared_most : DlaHeadsMost({named});
     viz::HeatmapFigureOptions o;
     o.Text = text;
@@ -864,7 +878,8 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     o.Style.colormap = viz::Colormap::Diverging;
     o.Style.range = viz::Range{-most, most};
     o.Style.causal = false;
-    o.ValueLabel = "direct logit attribution (logits), mean over positions";
+    o.ValueLabel = through ? "direct logit attribution (logits), mean over positions, through SSA's final-norm divisor"
+                           : "direct logit attribution (logits), mean over positions";
     o.RowAxis = "layer";
     o.ColAxis = "head";
     const int64_t cells = std::max<int64_t>({L, H, 1});
@@ -893,6 +908,8 @@ DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<st
         column.embed = side.dla_embed[position];
         column.biases = side.dla_const[position];
         column.logit = side.logit[position];
+        if (static_cast<size_t>(position) < side.dla_divisor.size() && static_cast<size_t>(position) < side.dla_free.size())
+            column.divisor = side.dla_divisor[position], column.free = side.dla_free[position];
         shown.sides.push_back(std::move(column));
     }
     shown.whose = TextTokenWords(token_labels, position + 1, LabelAt(token_labels, position + 1));
@@ -915,6 +932,8 @@ DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<
         column.embed = at.parts[L * H + L];
         column.biases = at.parts[L * H + L + 1];
         column.logit = at.logit;
+        column.divisor = at.divisor;
+        column.free = at.free;
         shown.sides.push_back(std::move(column));
     }
     const std::string after = t + 1 == static_cast<int64_t>(token_labels.size()) ? "after the text (its last token '" + LabelAt(token_labels, t) + "')"
@@ -929,6 +948,30 @@ DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<
     return shown;
 }
 
+DlaShown ThroughSsaDivisor(const DlaShown& shown) {
+    DlaShown out = shown;
+    if (shown.sides.size() < 2 || !(shown.sides[0].divisor > 0.0f)) return out;
+    const float to = shown.sides[0].divisor;
+    for (DlaColumn& side : out.sides) {
+        if (!(side.divisor > 0.0f)) continue;
+        std::vector<float> parts = side.heads;
+        parts.insert(parts.end(), side.mlp.begin(), side.mlp.end());
+        parts.push_back(side.embed);
+        parts.push_back(side.biases);
+        parts = model::PartsThroughDivisor(parts, side.divisor, side.free, to);
+        const size_t heads = side.heads.size(), layers = side.mlp.size();
+        std::copy_n(parts.begin(), heads, side.heads.begin());
+        std::copy_n(parts.begin() + static_cast<std::ptrdiff_t>(heads), layers, side.mlp.begin());
+        side.embed = parts[heads + layers];
+        side.biases = parts[heads + layers + 1];
+        double sum = 0;
+        for (float v : parts) sum += v;
+        side.norm = &side == &out.sides[0] ? 0.0f : static_cast<float>(side.logit - sum);
+        side.divisor = to;
+    }
+    return out;
+}
+
 namespace {
 
 // "... : each head's part of its logit" / "... of the logit difference", and the axis's unit.
@@ -939,7 +982,11 @@ std::string DlaAxis(const DlaShown& shown) {
 
 }  // namespace
 
-viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text) {
+// " (every side through SSA's final-norm divisor)" where there are other sides, as ThroughSsaDivisor reads them.
+std::string DivisorNote(const DlaShown& shown) { return shown.sides.size() > 1 ? " (every side through SSA's final-norm divisor)" : ""; }
+
+viz::Figure DlaBarsFigure(const DlaShown& given, const std::string& model_name, const viz::FigureText& text) {
+    const DlaShown shown = ThroughSsaDivisor(given);
     const int64_t L = shown.n_layer, H = shown.n_head;
     if (shown.sides.empty() || L * H <= 0) return {};
     std::vector<int64_t> heads(static_cast<size_t>(L * H));
@@ -953,14 +1000,14 @@ viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name, 
     heads.resize(std::min<size_t>(heads.size(), 16));
     viz::Plot plot;
     plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each head's part of " + WhatIsSplit(shown) + " (the largest " +
-                         std::to_string(heads.size()) + ")";
+                         std::to_string(heads.size()) + ")" + DivisorNote(shown);
     plot.Options.Text = text;
     plot.Options.XLabel = "head";
     plot.Options.YLabel = DlaAxis(shown);
     plot.Options.Width = 900;
     plot.Options.Height = 440;
     for (int64_t k : heads) plot.Options.XCategories.push_back("L" + std::to_string(k / H) + " H" + std::to_string(k % H));
-    AddSideBars(&plot, shown.sides, [&](const DlaColumn& side) {
+    AddSideBars(&plot, shown.sides, shown.difference, [&](const DlaColumn& side) {
         std::vector<float> y;
         for (int64_t k : heads) y.push_back(side.heads[k]);
         return y;
@@ -968,11 +1015,13 @@ viz::Figure DlaBarsFigure(const DlaShown& shown, const std::string& model_name, 
     return viz::PlotFigure(plot);
 }
 
-viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name, const viz::FigureText& text) {
+viz::Figure DlaLayersFigure(const DlaShown& given, const std::string& model_name, const viz::FigureText& text) {
+    const DlaShown shown = ThroughSsaDivisor(given);
     const int64_t L = shown.n_layer, H = shown.n_head;
     if (shown.sides.empty() || L * H <= 0) return {};
+    const bool sides = shown.sides.size() > 1;
     viz::Plot plot;
-    plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each layer's part of " + WhatIsSplit(shown);
+    plot.Options.Title = model_name + " \xC2\xB7 " + shown.whose + ": each layer's part of " + WhatIsSplit(shown) + DivisorNote(shown);
     plot.Options.Text = text;
     plot.Options.XLabel = "layer";
     plot.Options.YLabel = DlaAxis(shown);
@@ -982,7 +1031,8 @@ viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name
         for (const char* part : {" attn", " MLP"}) plot.Options.XCategories.push_back("L" + std::to_string(l) + part);
     plot.Options.XCategories.push_back("embeddings");  // as the lens's rows
     plot.Options.XCategories.push_back("biases");
-    AddSideBars(&plot, shown.sides, [&](const DlaColumn& side) {
+    if (sides) plot.Options.XCategories.push_back("final norm");  // what a side's own divisor adds to SSA's reading
+    AddSideBars(&plot, shown.sides, shown.difference, [&](const DlaColumn& side) {
         std::vector<float> y;
         for (int64_t l = 0; l < L; ++l) {
             double attention = 0;
@@ -992,6 +1042,7 @@ viz::Figure DlaLayersFigure(const DlaShown& shown, const std::string& model_name
         }
         y.push_back(side.embed);
         y.push_back(side.biases);
+        if (sides) y.push_back(side.norm);
         return y;
     });
     return viz::PlotFigure(plot);
@@ -1009,7 +1060,19 @@ json DlaAtJson(const DlaShown& split, const SidesAttribution& at, const std::fun
         json heads = json::array();
         for (int64_t l = 0; l < split.n_layer; ++l)
             heads.push_back(std::vector<float>(c.heads.begin() + l * split.n_head, c.heads.begin() + (l + 1) * split.n_head));
-        sides.push_back({{"name", c.name}, {"logit", c.logit}, {"heads", std::move(heads)}, {"mlp", c.mlp}, {"embed", c.embed}, {"const", c.biases}});
+        sides.push_back({{"name", c.name}, {"logit", c.logit}, {"heads", std::move(heads)}, {"mlp", c.mlp}, {"embed", c.embed}, {"const", c.biases},
+                         {"divisor", c.divisor}, {"const_free", c.free}});
+    }
+    // Beside other sides: each side's parts through SSA's divisor, and what its own adds (`final_norm`).
+    if (split.sides.size() > 1) {
+        const DlaShown through = ThroughSsaDivisor(split);
+        for (size_t k = 0; k < through.sides.size() && k < sides.size(); ++k) {
+            const DlaColumn& c = through.sides[k];
+            json heads = json::array();
+            for (int64_t l = 0; l < split.n_layer; ++l)
+                heads.push_back(std::vector<float>(c.heads.begin() + l * split.n_head, c.heads.begin() + (l + 1) * split.n_head));
+            sides[k]["through_ssa_divisor"] = {{"heads", std::move(heads)}, {"mlp", c.mlp}, {"embed", c.embed}, {"const", c.biases}, {"final_norm", c.norm}};
+        }
     }
     const size_t t = static_cast<size_t>(at.position);
     return {{"position", at.position},
@@ -1018,7 +1081,10 @@ json DlaAtJson(const DlaShown& split, const SidesAttribution& at, const std::fun
             {"attributed", token(at.token)},
             {"versus", token(at.versus)},
             {"about", std::string("each side's parts of the logit of `attributed` after position `position` (heads [layer][head], each layer's MLP, "
-                                  "the embeddings, the biases' const; they sum to `logit`)") +
+                                  "the embeddings, the biases' const; they sum to `logit`), read through the side's final-norm `divisor` "
+                                  "(every part but `const_free`, the final norm's and the head's biases, scales as 1 / divisor); beside other "
+                                  "sides `through_ssa_divisor` reads them through SSA's divisor, so that a part that wrote the same reads the same, "
+                                  "and `final_norm` is what the side's own divisor adds: they sum to `logit` too") +
                           (at.versus >= 0 ? ", less `versus`'s: a logit difference, above 0 toward `attributed`" : "")},
             {"sides", std::move(sides)}};
 }
@@ -1038,7 +1104,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
         struct Array { const char* name; const std::vector<float>* data; std::vector<int64_t> shape; };
         const Array arrays[] = {{"lens_loss", &side->loss, {L + 1, T - 1}}, {"dla", &side->dla, {L, H, T - 1}},
                                 {"dla_mlp", &side->dla_mlp, {L, T - 1}},    {"dla_embed", &side->dla_embed, {T - 1}},
-                                {"dla_const", &side->dla_const, {T - 1}}, {"dla_logit", &side->logit, {T - 1}}};
+                                {"dla_const", &side->dla_const, {T - 1}}, {"dla_logit", &side->logit, {T - 1}},
+                                {"dla_divisor", &side->dla_divisor, {T - 1}}, {"dla_const_free", &side->dla_free, {T - 1}}};
         for (const Array& arr : arrays)
             files.push_back({arr.name + suffix + ".npy", [side = side, arr](const std::string& full) {
                                  return model::WriteNpy(full, arr.data->data(), arr.shape);
@@ -1076,9 +1143,8 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
             files.push_back(FigureFile("lens" + suffix, ext, [side = side, token_labels, model_name, side_name, text = options.figures.text] {
                 return LensFigure(*side, model_name, side_name, token_labels, text);
             }, size_t{64} << 20, options.figures.png_scale));
-            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name, most = DlaHeadsMost(sides), text = options.figures.text] {
-                return DlaHeadsFigure(named, model_name, most, text);
-            },
+            files.push_back(FigureFile("dla_heads" + suffix, ext, [named, model_name, most = DlaHeadsMost(sides), text = options.figures.text,
+                                                                   ssa = sides[0].lens] { return DlaHeadsFigure(named, model_name, most, text, ssa.get()); },
                                        size_t{64} << 20, options.figures.png_scale));
         }
     }
@@ -1086,18 +1152,24 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     // minus the other's after each layer (blue where SSA predicts it better), on a symmetric diverging scale (lens_diff against the
     // comparison, lens_diff_base against a base: where in depth fine-tuning changed the prediction).
     // A text of one token has no next token to lose on: no difference to draw (it wrote an empty PNG).
+    // A fine-tune's three sides (SSA, tau = 1, base): tau = 1 minus the base too (lens_diff_drift, the
+    // other weights' drift), the three on one scale (FineTuneLensScale).
     const LensSideFiles* ssa_side = !sides.empty() && sides[0].suffix.empty() && sides[0].lens && sides[0].lens->n_tokens >= 2 ? &sides[0] : nullptr;
-    for (size_t i = 1; ssa_side && ssa_side->lens && i < sides.size(); ++i) {
-        const LensSideFiles& other = sides[i];
-        if (!other.lens || other.lens->loss.size() != ssa_side->lens->loss.size()) continue;
-        const std::string name = other.suffix == "_base" ? "lens_diff_base" : "lens_diff";
+    auto same_shape = [&](const LensSideFiles& s) { return ssa_side && s.lens && s.lens->loss.size() == ssa_side->lens->loss.size(); };
+    const bool three = sides.size() >= 3 && sides[1].suffix == "_tau1" && sides[2].suffix == "_base" && same_shape(sides[1]) && same_shape(sides[2]);
+    const std::optional<DivergingScale> shared =
+        three ? std::optional(FineTuneLensScale(*ssa_side->lens, *sides[1].lens, *sides[2].lens)) : std::nullopt;
+    auto diff_figure = [&](const std::string& name, const LensSideFiles& first, const LensSideFiles& other) {
         for (const char* ext : extensions)
-            files.push_back(FigureFile(name, ext, [ssa = ssa_side->lens, ssa_name = ssa_side->name, other, token_labels, model_name, text = options.figures.text] {
+            files.push_back(FigureFile(name, ext, [first, other, token_labels, model_name, text = options.figures.text, shared] {
                 // "SSA - tau = 1", as the maps' differences; the base by its folder.
-                return LensDiffFigure(*ssa, *other.lens, model_name, ssa_name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name, token_labels,
-                                      text);
+                return LensDiffFigure(*first.lens, *other.lens, model_name, first.name, other.suffix == "_base" && !other.title.empty() ? other.title : other.name,
+                                      token_labels, text, shared ? &*shared : nullptr);
             }, size_t{64} << 20, options.figures.png_scale));
-    }
+    };
+    for (size_t i = 1; ssa_side && i < sides.size(); ++i)
+        if (same_shape(sides[i])) diff_figure(sides[i].suffix == "_base" ? "lens_diff_base" : "lens_diff", *ssa_side, sides[i]);
+    if (three) diff_figure("lens_diff_drift", sides[1], sides[2]);
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by
     // head, SSA's parts beside the other sides', the heads whose parts are largest on any side
     // (dla_bars), and by layer.
@@ -1363,14 +1435,15 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
         if (options.npy) names.insert(names.end(), {"attention" + side + ".npy", "loss" + side + ".npy"});
         if (figures) figure("heads_grid" + side);
         if (!options.lens) continue;
-        for (const char* stem : {"lens_loss", "dla", "dla_mlp", "dla_embed", "dla_const", "dla_logit"}) names.push_back(stem + side + ".npy");
+        for (const char* stem : {"lens_loss", "dla", "dla_mlp", "dla_embed", "dla_const", "dla_logit", "dla_divisor", "dla_const_free"})
+            names.push_back(stem + side + ".npy");
         names.push_back("lens_top" + side + ".json");
         figure("lens" + side);
         figure("dla_heads" + side);
     }
     for (const char* stem : {"finetune", "finetune_loss"}) figure(stem);
     if (options.lens) {
-        for (const char* stem : {"lens_diff", "lens_diff_base", "dla_bars", "dla_layers"}) figure(stem);
+        for (const char* stem : {"lens_diff", "lens_diff_base", "lens_diff_drift", "dla_bars", "dla_layers"}) figure(stem);
         names.push_back("dla_at.json");
     }
     if (options.rank_heads) {

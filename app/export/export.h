@@ -97,15 +97,19 @@ std::string LensSideName(const model::Analysis& a, size_t k);
 std::string LensSideTitle(const model::Analysis& a, size_t k);
 // One of --lens's figures for a notebook, as the export draws it: with `mode` ssa, compare or base
 // that side's lens (lens.png, lens_compare.png, lens_base.png: `other` is that side's lens for the
-// latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png).
+// latter two), with diff or base_diff SSA's minus `other`'s (lens_diff.png, lens_diff_base.png);
+// `shared`: a fine-tune's one scale for its differences (FineTuneLensScale), as the export draws them.
 viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& info, MapMode mode, const model::Lens* ssa,
-                           const model::Lens* other, const viz::FigureText& text);
+                           const model::Lens* other, const viz::FigureText& text, const DivergingScale* shared = nullptr);
 // The attribution's figures for papers (LensFiles writes them), of the sides given (SSA first, then
 // the comparison, then the base, named as LensFiles names them). DlaHeadsFigure: a side's heads'
-// mean part of the next token's logit, a layer x head map on a diverging scale.
-// `most`: the colour scale's end (DlaHeadsMost of every side drawn, so their colours compare; 0:
-// the side's own).
-viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most, const viz::FigureText& text);
+// mean part of the next token's logit, a layer x head map on a diverging scale; with `ssa` (SSA's
+// lens, for another side) each position's parts read through SSA's final-norm divisor
+// (model::PartsThroughDivisor), so that a head that wrote the same reads the same on every side.
+// `most`: the colour scale's end (DlaHeadsMost of every side drawn, sides[0] SSA, so their colours
+// compare; 0: the side's own).
+viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most, const viz::FigureText& text,
+                           const model::Lens* ssa = nullptr);
 float DlaHeadsMost(const std::vector<LensSideFiles>& sides);
 
 // One side's parts of one logit at one position, as dla_bars and dla_layers draw them.
@@ -114,6 +118,8 @@ struct DlaColumn {
     std::vector<float> heads;  // [L H], layer-major
     std::vector<float> mlp;    // [L]
     float embed = 0, biases = 0, logit = 0;  // the parts sum to `logit`
+    float divisor = 0, free = 0;  // the final norm's divisor the parts were read through, and the biases' share outside it
+    float norm = 0;  // ThroughSsaDivisor's: what the side's own divisor adds (its logit less the parts' sum); 0 as read
 };
 // Every side's column, and whose logit they split in words for the figures' titles ("the last
 // token '.'", "SSA's top prediction '\n' after the text", "token 5 'x' against SSA's other 'y'").
@@ -129,9 +135,15 @@ DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<st
 // AttributeAt's parts (`names` its sides'), the attributed tokens named by `piece`.
 DlaShown DlaOfAttribution(const SidesAttribution& attributed, const std::vector<std::string>& names, int64_t n_layer, int64_t n_head,
                           const std::vector<std::string>& token_labels, const std::function<std::string(int32_t)>& piece);
+// Every side's parts read through SSA's final-norm divisor (sides[0]'s; model::PartsThroughDivisor),
+// each with its `norm` part, so that they still sum to its logit: a part that wrote the same vector
+// on two sides reads the same (through its own divisor, each side's parts are scaled by 1 / its
+// divisor: an unchanged embedding read 2.20 / 2.31 / 2.40 on SSA / tau = 1 / base).
+DlaShown ThroughSsaDivisor(const DlaShown& shown);
 // DlaBarsFigure: the logit split by head, the 16 heads with the largest parts on any side, each
 // side's bars. DlaLayersFigure: the same logit by layer, as the window's Lens tab totals it: each
-// layer's attention (its heads together) and MLP, the embeddings and the biases; beside a base, a
+// layer's attention (its heads together) and MLP, the embeddings and the biases, and with more than
+// one side each side's "final norm" part (both ThroughSsaDivisor's); beside a base, a
 // layer whose tau = 1 bar differs from SSA's owes that to the temperatures (its own or the layers'
 // before it), one whose base bar differs from tau = 1's to the other weights' drift. Empty figures
 // for an empty DlaShown.

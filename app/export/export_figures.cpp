@@ -342,8 +342,14 @@ model::Status CheckHighlightFits(const std::vector<std::string>& tokens, const F
         std::snprintf(text_scale, sizeof text_scale, "--text-scale %g", settings.text.Size(1.0f));
         at += (at.empty() ? "" : " and ") + std::string(text_scale);
     }
-    return model::Fail("a text of " + std::to_string(tokens.size()) + " tokens" + (at.empty() ? "" : " at " + at) + " draws a highlight of " + std::to_string(int64_t{f.Width} * scale) + " x " + std::to_string(int64_t{f.Height} * scale) +
-                       " pixels, past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
+    // What does not fit, as this layout measures it: its height is the text's; its width here is the
+    // text's alone (the drawn figure's title and colour bar can widen it).
+    const int64_t w = int64_t{f.Width} * scale, h = int64_t{f.Height} * scale;
+    const std::string size = h > viz::kMaxFigureSide ? std::to_string(h) + " pixels tall"
+                             : w > viz::kMaxFigureSide ? std::to_string(w) + " pixels wide"
+                                                       : "at least " + std::to_string(w) + " x " + std::to_string(h) + " pixels";
+    return model::Fail("a text of " + std::to_string(tokens.size()) + (tokens.size() == 1 ? " token" : " tokens") + (at.empty() ? "" : " at " + at) +
+                       " draws a highlight " + size + ", past the most a figure may be (" + std::to_string(viz::kMaxFigureSide) + " pixels a side, " +
                        std::to_string(viz::kMaxFigurePixels >> 20) + " M pixels): " +
                        (settings.text.Size(1.0f) > 1.0f ? "a smaller --text-scale, " : "") + (scale > 1 ? "a smaller --png-scale, " : "") +
                        "a shorter text, or no png/svg (--format json,npy,csv,html)");
@@ -708,17 +714,28 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 
 std::string LensScaleNote(const LensDifference& d) { return ScaleNote(d); }
 
+DivergingScale FineTuneLensScale(const model::Lens& ssa, const model::Lens& tau1, const model::Lens& base) {
+    std::vector<float> all;
+    for (const auto& [a, b] : {std::pair{&ssa, &tau1}, std::pair{&ssa, &base}, std::pair{&tau1, &base}}) {
+        const LensDifference d = LensDifferenceOf(*a, *b);
+        all.insert(all.end(), d.delta.begin(), d.delta.end());
+    }
+    return DivergingScaleOf(all);
+}
+
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
-                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text) {
-    const LensDifference d = LensDifferenceOf(ssa, other);
+                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text,
+                           const DivergingScale* shared) {
+    LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
+    if (shared) static_cast<DivergingScale&>(d) = *shared;
     viz::HeatmapFigureOptions o;
     o.Text = text;
     o.NarrowTitle = true;  // a figure of its own
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + ssa_name + " - " + other_name + ": each token's loss read after each layer (blue: " + ssa_name +
-              " predicts it better" +
+              " predicts it better" + (shared ? "; one scale for SSA - tau = 1, SSA - base and tau = 1 - base" : "") +
               LensScaleNote(d) + ")";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;

@@ -87,11 +87,17 @@ LensDifference LensDifferenceOf(const model::Lens& ssa, const model::Lens& other
 // What a difference's scale leaves out, for its labels: "; scale +-X, the 99th percentile ..."; empty
 // when every cell is within the scale.
 std::string LensScaleNote(const LensDifference& d);
-// SSA's loss of the next token minus `other`'s after each layer (lens_diff.png, lens_diff_base.png),
-// on a symmetric diverging scale (blue: SSA predicts it better), the sides by their names ("SSA" or
-// "vanilla": SsaSideName). Empty if the lenses' shapes differ.
+// One scale for a fine-tune's three lens differences, SSA - tau = 1 (the temperatures), SSA - base
+// (the whole change) and tau = 1 - base (the drift): the 99th percentile of their cells together, so
+// that a colour is one loss change in all three (each on its own: +-1.25 beside +-2.75 nats).
+DivergingScale FineTuneLensScale(const model::Lens& ssa, const model::Lens& tau1, const model::Lens& base);
+// SSA's loss of the next token minus `other`'s after each layer (lens_diff.png, lens_diff_base.png;
+// tau = 1's minus the base's, lens_diff_drift.png), on a symmetric diverging scale (blue: the first
+// side predicts it better), the sides by their names ("SSA" or "vanilla": SsaSideName); `shared`:
+// FineTuneLensScale's, said in the title (else the difference's own). Empty if the shapes differ.
 viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, const std::string& model_name, const std::string& ssa_name,
-                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text);
+                           const std::string& other_name, const std::vector<std::string>& token_labels, const viz::FigureText& text,
+                           const DivergingScale* shared = nullptr);
 
 // The text with each token coloured by settings.highlight (the paper's Figure 1).
 viz::Figure Highlight(const model::Analysis& a, const std::string& model_name, const FigureSettings& settings);

@@ -120,18 +120,21 @@ Result<Stream> RunStream(const SsaGpt& m, const std::vector<int32_t>& ids, const
     return s;
 }
 
-// The direction a part's output is dotted with for each position's target: the final norm with
-// its scale frozen at the final residual, then the target's row of the head. [R, E].
-at::Tensor Directions(const SsaGpt& m, const at::Tensor& final_rows, const at::Tensor& targets) {
+// The final norm's divisor at each of the final residual's rows, [R, 1]: sqrt(var + eps) for
+// LayerNorm, sqrt(mean of squares + eps) for RMSNorm.
+at::Tensor Divisors(const SsaGpt& m, const at::Tensor& final_rows) {
     const ModelConfig& c = m.config;
+    if (c.norm == NormKind::LayerNorm) return at::sqrt(final_rows.var(-1, /*unbiased=*/false, /*keepdim=*/true) + c.layer_norm_epsilon);
+    return at::sqrt(final_rows.pow(2).mean(-1, true) + c.layer_norm_epsilon);
+}
+
+// The direction a part's output is dotted with for each position's target: the final norm with
+// its divisor frozen (`divisors`, [R, 1]), then the target's row of the head. [R, E].
+at::Tensor Directions(const SsaGpt& m, const at::Tensor& divisors, const at::Tensor& targets) {
     at::Tensor rows = m.lm_head.index_select(0, targets).to(at::kFloat);  // [R, E]
     at::Tensor u = rows * m.ln_f_w.to(at::kFloat);
-    if (c.norm == NormKind::LayerNorm) {
-        at::Tensor scale = at::sqrt(final_rows.var(-1, /*unbiased=*/false, /*keepdim=*/true) + c.layer_norm_epsilon);
-        return (u - u.mean(-1, true)) / scale;  // (x - mean x) . u = x . (u - mean u)
-    }
-    at::Tensor scale = at::sqrt(final_rows.pow(2).mean(-1, true) + c.layer_norm_epsilon);
-    return u / scale;
+    if (m.config.norm == NormKind::LayerNorm) return (u - u.mean(-1, true)) / divisors;  // (x - mean x) . u = x . (u - mean u)
+    return u / divisors;
 }
 
 // What stays when every part's direction is taken: the final norm's bias and the head's bias.
@@ -148,20 +151,24 @@ std::vector<float> ToVector(const at::Tensor& t) {
 }
 
 // Every part's attribution for rows `positions` [R] to `targets` [R]: heads [L, H, R], MLPs
-// [L, R], embeddings [R], constants [R].
+// [L, R], embeddings [R], constants [R]; the final norm's divisor there [R] and the constants'
+// part that does not pass through it [R] (the final norm's bias, the head's bias).
 struct Parts {
-    at::Tensor heads, mlp, embed, constants;
+    at::Tensor heads, mlp, embed, constants, divisor, free;
 };
 
 Parts Attribution(const SsaGpt& m, const Stream& s, const at::Tensor& positions, const at::Tensor& targets) {
     const ModelConfig& c = m.config;
     const int64_t L = c.n_layer, H = c.n_head, D = c.HeadSize();
-    const at::Tensor d = Directions(m, s.Final().index_select(0, positions), targets);  // [R, E]
+    const at::Tensor divisors = Divisors(m, s.Final().index_select(0, positions));  // [R, 1]
+    const at::Tensor d = Directions(m, divisors, targets);  // [R, E]
     Parts p;
     p.heads = at::empty({L, H, positions.size(0)}, d.options());
     p.mlp = at::empty({L, positions.size(0)}, d.options());
     p.embed = (s.resid[0].index_select(0, positions) * d).sum(-1);
-    p.constants = OutputConstants(m, targets);
+    p.divisor = divisors.squeeze(-1);
+    p.free = OutputConstants(m, targets);
+    p.constants = p.free.clone();
     for (int64_t l = 0; l < L; ++l) {
         const LayerWeights& w = m.layers[l];
         const at::Tensor proj = w.proj_w.to(at::kFloat);  // [H D, E]
@@ -272,6 +279,8 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
         out.dla_mlp = ToVector(p.mlp);
         out.dla_embed = ToVector(p.embed);
         out.dla_const = ToVector(p.constants);
+        out.dla_divisor = ToVector(p.divisor);
+        out.dla_free = ToVector(p.free);
         if (options.run == LensRun::LayerLocal) {  // no pass computes this side's logit: it is its parts' sum
             const std::vector<float> v = ToVector(Sum(p));
             out.logit.insert(out.logit.end(), v.begin(), v.end());
@@ -290,6 +299,8 @@ Result<Lens> RunLens(const SsaGpt& m, const std::vector<int32_t>& ids, const Len
             join(was->dla_mlp, &out.dla_mlp, L);
             join(was->dla_embed, &out.dla_embed, 1);
             join(was->dla_const, &out.dla_const, 1);
+            join(was->dla_divisor, &out.dla_divisor, 1);
+            join(was->dla_free, &out.dla_free, 1);
         }
     }
     if (cache) {
@@ -367,6 +378,8 @@ Result<LensAt> LensAtPosition(const SsaGpt& m, const LensStream& s, const std::v
         const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
         const Parts p = Attribution(m, s, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(out.target), long_opts));
         out.parts = Flat(p);
+        out.divisor = p.divisor[0].item<float>();
+        out.free = p.free[0].item<float>();
         out.logit = s.run == LensRun::LayerLocal ? Sum(p)[0].item<float>()
                                                  : logits[L][out.target].item<float>();
     }
@@ -387,6 +400,15 @@ Result<std::vector<float>> Attribute(const SsaGpt& m, const std::vector<int32_t>
     const auto long_opts = at::TensorOptions().dtype(at::kLong).device(m.device());
     const Parts p = Attribution(m, *stream, at::full({1}, position, long_opts), at::full({1}, static_cast<int64_t>(token), long_opts));
     return Flat(p);
+}
+
+std::vector<float> PartsThroughDivisor(const std::vector<float>& parts, float divisor, float free, float to) {
+    if (parts.empty() || !(to > 0.0f) || !(divisor > 0.0f)) return parts;
+    const double ratio = static_cast<double>(divisor) / to;
+    std::vector<float> out(parts.size());
+    for (size_t k = 0; k + 1 < parts.size(); ++k) out[k] = static_cast<float>(parts[k] * ratio);
+    out.back() = static_cast<float>((parts.back() - static_cast<double>(free)) * ratio + free);  // the constants
+    return out;
 }
 
 }  // namespace model

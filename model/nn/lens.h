@@ -57,6 +57,10 @@ struct Lens {
     std::vector<float> dla_mlp;       // [L, T - 1]
     std::vector<float> dla_embed;     // [T - 1]
     std::vector<float> dla_const;     // [T - 1]
+    std::vector<float> dla_divisor;   // [T - 1]: the final norm's divisor the parts were read through, frozen at the final
+                                      // residual (layer-local: SSA's): sqrt(var + eps), RMSNorm sqrt(mean of squares + eps)
+    std::vector<float> dla_free;      // [T - 1]: dla_const's part that does not pass through the divisor (the final norm's
+                                      // bias, the head's bias); the rest of the parts scale as 1 / divisor
     std::vector<float> logit;         // [T - 1]: token t's logit at position t - 1, as the model computes it (layer-local: the parts' sum)
 };
 
@@ -99,7 +103,15 @@ struct LensAt {
     std::vector<float> top_probs;   // [L + 1, top_k]
     std::vector<float> parts;       // [L H + L + 2] as Attribute's: heads (layer-major), MLPs, embeddings, constants
     float logit = 0;                // the target's logit as the model computes it (layer-local: the parts' sum); the parts sum to it
+    float divisor = 0, free = 0;    // as Lens's dla_divisor and dla_free at the position
 };
+
+// One side's parts [L H + L + 2] (LensAt's order), read through divisor `to` instead of its own
+// `divisor`: every part times divisor / to, the constants' `free` share as it is. Two sides' parts
+// through one divisor differ only where what the parts wrote (or the weights reading it) differ:
+// through their own, a part that wrote the same vector reads apart by the ratio of the divisors.
+// The side's logit less the result's sum is what its own divisor adds (its "final norm" part).
+std::vector<float> PartsThroughDivisor(const std::vector<float>& parts, float divisor, float free, float to);
 // `stream` must be RunLensStream's of the same model and ids. (L + 1) rows through the final norm
 // and the head: about 1 GFLOP for GPT-2 small's shape, whatever the text's length.
 Result<LensAt> LensAtPosition(const SsaGpt& model, const LensStream& stream, const std::vector<int32_t>& ids, int64_t position,

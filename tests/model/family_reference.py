@@ -640,10 +640,12 @@ def lens_and_attribution(run, ids):
     for b in run["attn_bias"]:
         if b is not None:
             const = const + through(b.expand(T - 1, -1))
+    free = torch.zeros(T - 1, dtype=F64)  # the constants outside the final norm's divisor
     if f["b"] is not None:
-        const = const + (f["b"] * rows).sum(-1)
+        free = free + (f["b"] * rows).sum(-1)
     if f["head_bias"] is not None:
-        const = const + f["head_bias"][target]
+        free = free + f["head_bias"][target]
+    const = const + free
     total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
     logit = total
     if "logits" in run:
@@ -651,7 +653,7 @@ def lens_and_attribution(run, ids):
         check_close("the parts of the attribution sum to the logit", total, logit, 1e-9 * float(logit.abs().max()) + 1e-9)
         check_close("the lens's last row is the model's loss", lens_loss[-1], predictions(run["logits"], ids)["loss"], 1e-9)
     return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
-            ("dla_const", const), ("target_logit", logit)]
+            ("dla_const", const), ("target_logit", logit), ("dla_divisor", scale[:, 0]), ("dla_const_free", free)]
 
 
 def predictions(logits, ids):

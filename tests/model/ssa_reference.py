@@ -635,17 +635,18 @@ def lens_and_attribution(W, run, ids):
     const = (b * rows).sum(-1)
     for bias in run["attn_bias"]:
         const = const + through(bias.double().expand(T - 1, -1))
+    free = (b * rows).sum(-1)  # the final norm's bias: outside its divisor
     total = dla.sum((0, 1)) + dla_mlp.sum(0) + dla_embed + const
     if "frozen" in run:
         return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
-                ("dla_const", const), ("target_logit", total)]
+                ("dla_const", const), ("target_logit", total), ("dla_divisor", scale[:, 0]), ("dla_const_free", free)]
     logit = (layer_norm(resid[-1], g, b, eps) @ wte.t())[:-1].gather(1, target[:, None])[:, 0]
     # The parts were captured in float32 (as the forward runs): their sum meets the logit to its rounding.
     gap = float((total - logit).abs().max())
     if gap > 1e-4 * max(1.0, float(logit.abs().max())):
         fail(f"the attribution's parts do not sum to the logit (off by {gap:.3g})")
     return [("lens_loss", torch.stack(lens_loss)), ("dla", dla), ("dla_mlp", dla_mlp), ("dla_embed", dla_embed),
-            ("dla_const", const), ("target_logit", logit)]
+            ("dla_const", const), ("target_logit", logit), ("dla_divisor", scale[:, 0]), ("dla_const_free", free)]
 
 
 def run_case(case, out_dir):

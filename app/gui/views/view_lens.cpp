@@ -52,6 +52,7 @@ LensView::Parts LensView::PartsOf(const model::Lens& s, int t) {
     p.embed = s.dla_embed[t];
     p.constants = s.dla_const[t];
     p.logit = s.logit[t];
+    if (static_cast<size_t>(t) < s.dla_divisor.size() && static_cast<size_t>(t) < s.dla_free.size()) p.divisor = s.dla_divisor[t], p.free = s.dla_free[t];
     return p;
 }
 
@@ -64,7 +65,29 @@ LensView::Parts LensView::PartsOf(const model::LensAt& x, int n_layer, int n_hea
     p.embed = x.parts[heads + n_layer];
     p.constants = x.parts[heads + n_layer + 1];
     p.logit = x.logit;
+    p.divisor = x.divisor;
+    p.free = x.free;
     p.target = x.target;
+    return p;
+}
+
+LensView::Parts LensView::ThroughDivisor(const Parts& x, float to) {
+    if (!(x.divisor > 0.0f) || !(to > 0.0f) || x.heads.empty()) return x;
+    std::vector<float> flat = x.heads;
+    flat.insert(flat.end(), x.mlp.begin(), x.mlp.end());
+    flat.push_back(x.embed);
+    flat.push_back(x.constants);
+    flat = model::PartsThroughDivisor(flat, x.divisor, x.free, to);
+    Parts p = x;
+    const size_t heads = x.heads.size(), layers = x.mlp.size();
+    std::copy_n(flat.begin(), heads, p.heads.begin());
+    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(heads), layers, p.mlp.begin());
+    p.embed = flat[heads + layers];
+    p.constants = flat[heads + layers + 1];
+    double sum = 0;
+    for (float v : flat) sum += v;
+    p.norm = static_cast<float>(x.logit - sum);
+    p.divisor = to;
     return p;
 }
 
@@ -88,7 +111,9 @@ void LensView::Draw(WindowState& state) {
                     "the actual next token (bright: that layer already predicts it).\n"
                     "Attribution: how much each head (its attention-weighted values, tau_v applied, through its slice of the "
                     "output projection) and each MLP add to the next token's logit, the final norm's scale held at the final "
-                    "residual's; the parts, with the embeddings and biases, sum to the logit.\n"
+                    "residual's; the parts, with the embeddings and biases, sum to the logit. Beside another side, every side's "
+                    "parts are read through SSA's divisor, so that a part that wrote the same reads the same, and a final norm "
+                    "row holds what a side's own divisor adds.\n"
                     "Click a column to select that query.\n"
                     "With a layer-local comparison each layer runs again at tau = 1 on SSA's own input: a head's two bars "
                     "differ by its own layer's temperatures alone, and the comparison's logit is its parts' sum (no single "
@@ -408,11 +433,18 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     state.regions["lens_grid"] = hit.cells;
 }
 
-void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* c, const Parts* b, const std::string& cmp) {
+void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const Parts* own_c, const Parts* own_b, const std::string& cmp) {
     const model::Analysis& a = *state.analysis;
     const int L = static_cast<int>(s.mlp.size()), H = L > 0 ? static_cast<int>(s.heads.size()) / L : 0;
-    if (H == 0 || (c && c->heads.size() != s.heads.size())) return;
-    if (b && b->heads.size() != s.heads.size()) b = nullptr;
+    if (H == 0 || (own_c && own_c->heads.size() != s.heads.size())) return;
+    if (own_b && own_b->heads.size() != s.heads.size()) own_b = nullptr;
+    // The other sides read through SSA's final-norm divisor: through their own, a part that wrote
+    // the same vector read apart by the ratio of the divisors (an unchanged embedding's part moved
+    // more between SSA and its base than the layer fine-tuning changed). The "final norm" row holds
+    // what a side's own divisor adds, so each side's rows still sum to its logit.
+    const Parts through_c = own_c ? ThroughDivisor(*own_c, s.divisor) : Parts{}, through_b = own_b ? ThroughDivisor(*own_b, s.divisor) : Parts{};
+    const Parts* c = own_c ? &through_c : nullptr;
+    const Parts* b = own_b ? &through_b : nullptr;
     // Whose logit: the text's next token, or SSA's top prediction (the last token's, or asked for).
     const bool next = t + 1 < a.n_tokens && (s.target < 0 || a.tokens.ids[t + 1] == s.target);
     const std::string next_name = next ? TokenLabel(a.tokens.pieces[t + 1]) : Piece(state, s.target);
@@ -466,7 +498,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     for (const Side& side : sides) {
         const Parts& x = *side.parts;
         for (int l = 0; l < L; ++l) most_layer = std::max({most_layer, std::abs(attention_of(x, l)), std::abs(x.mlp[l])});
-        most_layer = std::max({most_layer, std::abs(x.embed), std::abs(x.constants)});
+        most_layer = std::max({most_layer, std::abs(x.embed), std::abs(x.constants), std::abs(x.norm)});
     }
     float* scale_of = &most;
     const float line = ImGui::GetTextLineHeight();
@@ -532,7 +564,8 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
         viz::ItemTooltip("The heads that write most to the next token's logit in the fine-tune.");
         SameLineIfFits(ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("change from base").x);
         if (ImGui::RadioButton("change from base", m_by_change)) m_by_change = true;
-        viz::ItemTooltip("The heads whose part of the next token's logit fine-tuning changed most: |SSA - base|. A head whose "
+        viz::ItemTooltip("The heads whose part of the next token's logit fine-tuning changed most: |SSA - base|, both read through "
+                         "SSA's final-norm divisor (a head that wrote the same reads no change). A head whose "
                          "SSA and tau = 1 bars differ owes its change to its temperatures; one whose tau = 1 and base bars "
                          "differ, to the other weights' drift.");
         const std::string legend = "(orange SSA, blue " + cmp + ", violet base); click selects the head";
@@ -562,8 +595,19 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     }
     const float heads_end = ImGui::GetCursorScreenPos().y;
     ImGui::Spacing();
-    Caption(sides.size() > 1 ? "each layer: attention (its heads together) and MLP, every side (a scale of their own)"
+    Caption(sides.size() > 1 ? "each layer: attention (its heads together) and MLP, every side (a scale of their own); final norm: what "
+                               "a side's own divisor adds to its parts read through SSA's (?)"
                              : "each layer: attention (its heads together) and MLP (a scale of its own)");
+    if (sides.size() > 1 && ImGui::IsItemHovered()) {
+        std::string divisors = "SSA " + FormatNumber(s.divisor);
+        if (c) divisors += ", " + cmp + " " + FormatNumber(own_c->divisor);
+        if (b) divisors += ", base " + FormatNumber(own_b->divisor);
+        viz::Tooltip("Every side's parts here are read through SSA's final-norm divisor at this position (%s), so a head, MLP or\n"
+                     "embedding that wrote the same vector on two sides reads the same: through its own divisor each side's parts\n"
+                     "are scaled by 1 / its divisor, and an unchanged part would read as changed. The final norm row is the rest\n"
+                     "of each side's logit, what its own divisor adds; with it every side's rows sum to its logit.",
+                     divisors.c_str());
+    }
     const ImVec2 layers_start = ImGui::GetCursorScreenPos();
     scale_of = &most_layer;
     auto layer_row = [&](const std::string& label, auto&& value) {
@@ -577,6 +621,7 @@ void LensView::DrawAttribution(WindowState& state, int t, const Parts& s, const 
     }
     layer_row("embeddings", [](const Parts& x) { return x.embed; });  // as the lens's rows
     layer_row("biases", [](const Parts& x) { return x.constants; });
+    if (sides.size() > 1) layer_row("final norm", [](const Parts& x) { return x.norm; });
     state.regions["lens_attribution"] = Rect{start.x, start.y, label_w + width, heads_end - start.y};
     state.regions["lens_layers"] = Rect{layers_start.x, layers_start.y, label_w + width, ImGui::GetCursorScreenPos().y - layers_start.y};
 }

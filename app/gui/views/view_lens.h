@@ -29,11 +29,16 @@ private:
         std::vector<float> heads;  // [L * H], layer-major
         std::vector<float> mlp;    // [L]
         float embed = 0, constants = 0, logit = 0;
+        float divisor = 0, free = 0;  // the final norm's divisor they were read through, and the constants' share outside it
+        float norm = 0;               // read through another side's divisor (ThroughDivisor): what this side's own adds
         int32_t target = -1;  // the token whose logit they split (-1: the text's next token)
         int32_t versus = -1;  // with a logit difference: the token whose parts were taken off `target`'s
     };
     static Parts PartsOf(const model::Lens& lens, int position);
     static Parts PartsOf(const model::LensAt& at, int n_layer, int n_head);  // empty heads if its parts are not [L H + L + 2]
+    // `x` read through divisor `to` (model::PartsThroughDivisor), its `norm` what its own adds: a part
+    // that wrote the same on two sides reads the same.
+    static Parts ThroughDivisor(const Parts& x, float to);
 
     // What the grid can show of `lens` (a side it lacks: SSA's), and the radios that choose it.
     static MapMode GridMode(const WindowState& state, const LensPair& lens);

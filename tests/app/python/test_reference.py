@@ -112,6 +112,14 @@ def test_lens_and_attribution_against_the_family_reference(case):
     assert worst(a.dla_logit, ref["target_logit"]) <= 1e-4 * scale  # what the parts sum to, as dla_logit.npy
     assert worst(a.lens_loss_compare, ref["lens_loss_vanilla"]) <= 1e-4
     assert worst(a.dla_compare, ref["dla_vanilla"]) <= 1e-4 * scale
+    assert a.comparison_kind == "tau1" and a.dla_tau1 is a.dla_compare and a.lens_loss_tau1 is a.lens_loss_compare  # by the files' name
+    # The final norm's divisor each side's parts were read through, and the constants outside it:
+    # another side's parts through SSA's divisor are parts * divisor_side / divisor_ssa.
+    assert worst(a.dla_divisor, ref["dla_divisor"]) <= 1e-4 * float(np.abs(ref["dla_divisor"]).max())
+    assert worst(a.dla_divisor_compare, ref["dla_divisor_vanilla"]) <= 1e-4 * float(np.abs(ref["dla_divisor"]).max())
+    assert worst(a.dla_const_free, ref["dla_const_free"]) <= 1e-4 * scale
+    through = a.dla_embed_compare * a.dla_divisor_compare / a.dla_divisor  # the same embeddings at tau = 1
+    assert worst(through, a.dla_embed) <= 1e-5 * scale
     assert worst(a.lens_loss[-1], a.loss) <= 1e-5
     top = a.lens_top(m.n_layer, 3, k=3)
     assert [p for p, _ in top] == [p for p, _ in a.predictions(3, k=3)]

@@ -104,6 +104,10 @@ TEST_P(Parity, LensAndAttributionMatchTheReference) {
         CheckClose(tensor(lens->dla_mlp, {L, n}), c.Ref("dla_mlp" + suffix), 1e-4 * scale, "MLP attribution" + suffix);
         CheckClose(tensor(lens->dla_embed, {n}), c.Ref("dla_embed" + suffix), 1e-4 * scale, "embedding attribution" + suffix);
         CheckClose(tensor(lens->dla_const, {n}), c.Ref("dla_const" + suffix), 1e-4 * scale, "constant attribution" + suffix);
+        // The final norm's divisor the parts were read through (layer-local: SSA's), and the constants outside it.
+        CheckClose(tensor(lens->dla_divisor, {n}), c.Ref("dla_divisor" + suffix), 1e-4 * c.Ref("dla_divisor" + suffix).abs().max().item<double>(),
+                   "final norm's divisor" + suffix);
+        CheckClose(tensor(lens->dla_free, {n}), c.Ref("dla_const_free" + suffix), 1e-4 * scale, "constants outside the divisor" + suffix);
     }
 }
 
