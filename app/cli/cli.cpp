@@ -101,8 +101,11 @@ void PrintSlopes(const model::ModelInfo& info) {
     // would read alike.
     auto range = [](const std::vector<float>& v) {
         const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-        const bool small = std::max(std::abs(*lo), std::abs(*hi)) < 0.01f;
-        char a[32], b[32];
+        // Significant digits where fixed ones would not (below 0.01, or past 1e6: a beta of -3e38 ran
+        // past the buffer, cut to "-300000000549775575777803994281").
+        const float most = std::max(std::abs(*lo), std::abs(*hi));
+        const bool small = most < 0.01f || !(most < 1e6f);
+        char a[48], b[48];
         for (int digits = 4; digits <= 8; digits += 2) {
             std::snprintf(a, sizeof a, small ? "%.*g" : "%.*f", small ? digits - 1 : digits, *lo);
             std::snprintf(b, sizeof b, small ? "%.*g" : "%.*f", small ? digits - 1 : digits, *hi);
@@ -736,6 +739,10 @@ void ResolveLaunch(const CommandOptions& o, LaunchOptions* launch, std::optional
                 throw Failure{kExitUsage, "--export-to: " + checked.error()};
     }
     if (o.text || o.text_file) launch->text = ReadText(o);
+    // The editor holds C strings: a NUL would hide the text after it while the model read it all (as a session's text).
+    if (const size_t nul = launch->text.find('\0'); nul != std::string::npos)
+        throw Failure{kExitBadInput, std::string(o.text_file ? "--text-file " + model::Quoted(*o.text_file) : std::string("--text")) +
+                                         ": holds a NUL character at byte " + std::to_string(nul) + " (the window's editor would hide what follows it)"};
     launch->truncate = o.truncate || (s && s->truncate);
     if (o.compare.kind != CompareKind::Global) launch->compare = o.compare;  // --compare / --base, over the session's
     // A screenshot is written after the model has run: where it goes is checked first, both files;

@@ -7,7 +7,9 @@
 #include "model/io/weights.h"
 #include "model/nn/runtime.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <new>
 #include <string_view>
@@ -252,6 +254,13 @@ RunResult<Generation> Runner::Generate(model::Tokenization* tokens, const Genera
             if (!a) return a.error();
             logits = std::move(a->next_logits);
         }
+        // A model that overflows predicts from NaN: greedy took id 0 ("!!!!!"), sampling any id, exit 0
+        // (a logit of -inf is a token ruled out, and stays one).
+        for (size_t k = 0; k < logits.size() && k < vocab; ++k)
+            if (std::isnan(logits[k]) || logits[k] == std::numeric_limits<float>::infinity())
+                return RunError{RunError::Kind::BadInput, "the prediction after token " + std::to_string(tokens->ids.size() - 1) +
+                                                              " is not finite (a logit is " + (std::isnan(logits[k]) ? "NaN" : "+inf") +
+                                                              "): the model overflows float range on this text"};
         GenerationStep step;
         step.index = n;
         step.id = model::NextToken(logits, vocab, spec.temperature, spec.top_k, &rng);

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -93,6 +94,11 @@ std::string InPythonWords(std::string message) {
         {"set the SSA fine-tune against this one as its twin (--compare DIR)", "analyse the SSA fine-tune with compare= this model, as its twin"},
         {"give what-ifs (--ablate), or compare with tau = 1 (--compare vanilla)", "give what-ifs (ablate=), or compare with tau = 1 (compare=\"vanilla\")"},
         {" at --png-scale ", " at png_scale="},
+        {" at --text-scale ", " at text_scale="},
+        {" and --text-scale ", " and text_scale="},
+        {"a smaller --text-scale, ", "a smaller text_scale=, "},
+        {"a smaller --png-scale, ", "a smaller png_scale=, "},
+        {"or no png/svg (--format json,npy,csv,html)", "or no png/svg (formats without them)"},
         {"--out is empty: name the folder to write", "it is empty: name the folder to write"},
         {"a smaller --size or --png-scale", "a smaller size= or png_scale="},
         {"a smaller --png-scale, or --size N for smaller maps", "a smaller png_scale=, or size=N for smaller maps"},
@@ -205,6 +211,7 @@ struct ModelCore {
     std::string path, device;
     CommandOptions options;  // the load flags
     std::string base_dir;    // compare="base": the base's folder (Python's base=), "" for the one beside the model
+    bool run_step = false;   // a step of a run (Run.analyze): "" is the run's base, not one inside the step's own folder
     std::shared_ptr<const std::vector<std::string>> vocab;  // [V] each id's bytes, kept once made (for a closed model's analyses)
 
     Runner& Run() {
@@ -251,6 +258,8 @@ std::shared_ptr<ModelCore> OpenModel(std::string path, const std::string& device
 RunSpec RunOf(const ModelCore& core, const std::string& compare, const std::optional<FlagList>& twin_flags, const std::string& ablate) {
     RunSpec run{ParseCompare(compare, /*python=*/true), ablate};
     if (run.compare.kind == CompareKind::Base) run.compare.base_dir = core.base_dir;
+    run.compare.base_of_the_run = core.run_step;       // as export --run takes it, every step alike
+    run.compare.base_may_be_the_model = core.run_step;  // a run's first step is often its base
     if (run.compare.kind == CompareKind::Twin && twin_flags) {
         CommandOptions o;
         ApplyFlags(Command::Info, *twin_flags, kLoadExcluded, "the twin's load()", &o);
@@ -448,7 +457,7 @@ std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide
 }
 
 // That lens as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
-// T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit [T - 1].
+// T - 1], dla_mlp [L, T - 1], dla_embed, dla_const, logit, dla_divisor, dla_const_free [T - 1].
 py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
     const std::shared_ptr<model::Lens> lens = RunLensSide(h, Side(h, side_name));
     const py::ssize_t L = lens->n_layer, H = lens->n_head, T = lens->n_tokens, k = lens->top_k;
@@ -461,6 +470,8 @@ py::dict Lens(const AnalysisHandle& h, const std::string& side_name) {
     out["dla_embed"] = View(lens, lens->dla_embed.data(), {T - 1});
     out["dla_const"] = View(lens, lens->dla_const.data(), {T - 1});
     out["logit"] = View(lens, lens->logit.data(), {T - 1});
+    out["dla_divisor"] = View(lens, lens->dla_divisor.data(), {T - 1});
+    out["dla_const_free"] = View(lens, lens->dla_free.data(), {T - 1});
     return out;
 }
 
@@ -660,16 +671,32 @@ FigureHandle Grid(const AnalysisHandle& h, const std::string& map, const FlagLis
 }
 
 // The logit lens as --lens's figures draw it: a side's lens, or SSA's minus another side's.
+// A fine-tune's three sides (a base beside: the comparison is tau = 1): "drift" (tau = 1's loss
+// minus the base's, lens_diff_drift.png) too, and its differences on one scale (FineTuneLensScale).
 FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map, const FlagList& flags) {
-    const MapMode mode = Mode(h, map);
+    const bool drift = map == "drift";
+    if (drift && !(h.A().HasBase() && ComparesWithTau1(h)))
+        throw BadArgument("map 'drift' is tau = 1's loss minus the base's: the analysis has no base (analyze with compare=\"base\")");
+    const MapMode mode = drift ? MapMode::BaseDifference : Mode(h, map);
     const CommandOptions o = FigureOptions(h, flags, "lens_grid()");
     if (h.A().n_tokens < 2) throw BadArgument("lens_grid(): the lens needs 2 tokens or more");
     const app::Side side = ReadSide(mode);
     const std::shared_ptr<model::Lens> ssa = side == app::Side::Ssa || IsDifference(mode) ? RunLensSide(h, model::MapSide::Ssa) : nullptr;
     const std::shared_ptr<model::Lens> other =
         side == app::Side::Ssa ? nullptr : RunLensSide(h, side == app::Side::Base ? model::MapSide::Base : model::MapSide::Compare);
+    std::optional<DivergingScale> shared;
+    std::shared_ptr<model::Lens> tau1;
+    if (IsDifference(mode) && h.A().HasBase() && ComparesWithTau1(h)) {
+        tau1 = RunLensSide(h, model::MapSide::Compare);
+        const std::shared_ptr<model::Lens> base = RunLensSide(h, model::MapSide::Base);
+        shared = FineTuneLensScale(*ssa, *tau1, *base);
+    }
     py::gil_scoped_release release;
-    return {LensModeFigure(h.A(), h.core->info, mode, ssa.get(), other.get(), o.export_options.figures.text), ""};
+    if (drift)
+        return {LensDiffFigure(*tau1, *other, ModelName(h.core->info), LensSideName(h.A(), 1), LensSideTitle(h.A(), 2), TokenLabels(h.A().tokens),
+                               o.export_options.figures.text, &*shared),
+                ""};
+    return {LensModeFigure(h.A(), h.core->info, mode, ssa.get(), other.get(), o.export_options.figures.text, shared ? &*shared : nullptr), ""};
 }
 
 FigureHandle HighlightFigure(const AnalysisHandle& h, const FlagList& flags) {
@@ -734,7 +761,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     const std::string model_name = ModelName(h.core->info);
     if (name == "dla_heads") {
         const size_t k = asked == model::MapSide::Ssa ? 0 : asked == model::MapSide::Compare ? 1 : sides.size() - 1;
-        return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides), text), ""};
+        return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides), text, sides[0].lens.get()), ""};
     }
     DlaShown shown;
     if (*target == LensTarget::Next) {
@@ -1010,6 +1037,9 @@ std::pair<std::string, std::string> ExportText(const std::shared_ptr<ModelCore>&
     Must(runner.Configure(run));
     auto tokens = runner.engine().Tokenize(text, truncate);  // a failure is the text's row: the engine's own words
     if (!tokens) return {"", tokens.error()};
+    // A highlight too large to draw is that text's failure before the model runs, as the command
+    // line's batch has it (it stopped the batch after the analysis: the texts after it unwritten).
+    if (auto s = CheckHighlightFits(tokens->pieces, options.figures, options.png, options.svg); !s) return {"", InPythonWords(s.error())};
     auto analysis = runner.Analyze(*tokens);
     if (!analysis) return {"", analysis.error().message};
     if (auto s = CheckDlaPosition(options, analysis->n_tokens); !s) return {"", s.error()};  // as the command line's batch: that text's
@@ -1203,6 +1233,12 @@ PYBIND11_MODULE(_ssaviz, m) {
                  py::gil_scoped_release release;
                  std::lock_guard<std::mutex> lock(c.mutex);
                  c.base_dir = dir;
+             })
+        .def("set_run_step",
+             [](ModelCore& c) {
+                 py::gil_scoped_release release;
+                 std::lock_guard<std::mutex> lock(c.mutex);
+                 c.run_step = true;
              })
         .def("analyze_text",
              [](const std::shared_ptr<ModelCore>& c, const std::string& text, const std::string& compare,

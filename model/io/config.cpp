@@ -169,29 +169,34 @@ std::string LitFamily(const std::string& name, const ModelConfig& c) {
     return "lit-gpt";  // a table without lit-gpt families
 }
 
-// rope_scaling: null, "default", "linear" (positions / factor: lit-gpt's condense ratio) or
-// Llama 3.1's "llama3"; any other type is refused by name.
-Status ReadRopeScaling(const JsonFields& f, ModelConfig* c) {
-    const json* v = f.Get("rope_scaling");
+// rope_scaling (`key`): null, "default", "linear" (positions / factor: lit-gpt's condense ratio) or
+// Llama 3.1's "llama3"; any other type is refused by name, and so are keys without a type (a
+// factor alone was read as no scaling) and llama3 without its three keys (defaults were made up).
+Status ReadRopeScaling(const JsonFields& f, ModelConfig* c, const char* key = "rope_scaling") {
+    const json* v = f.Get(key);
     if (!v) return Ok{};
-    if (!v->is_object()) return f.Wrong("rope_scaling", "an object or null", *v);
+    if (!v->is_object()) return f.Wrong(key, "an object or null", *v);
     const JsonFields scaling{*v, f.source};
     std::string type;
-    for (const char* key : {"rope_type", "type"}) {
-        auto t = scaling.String(key, "");
+    for (const char* type_key : {"rope_type", "type"}) {
+        auto t = scaling.String(type_key, "");
         if (!t) return Fail(t.error());
         if (type.empty()) type = *t;
     }
+    if (type.empty() && !v->empty() && std::string(key) == "rope_scaling")
+        return Fail(f.source + ": rope_scaling has no rope_type (expected default, linear or llama3)");
     if (type.empty() || type == "default") return Ok{};
     auto factor = scaling.Number("factor", 0, 1e-6, 1e6);
     if (!factor) return Fail(factor.error());
-    if (*factor == 0) return Fail(f.source + ": rope_scaling type '" + EscapeForMessage(type) + "' needs a 'factor'");
+    if (*factor == 0) return Fail(f.source + ": " + key + " type '" + EscapeForMessage(type) + "' needs a 'factor'");
     if (type == "linear") {
         c->rope_condense_ratio = *factor;
         return Ok{};
     }
     if (type != "llama3")
-        return Fail(f.source + ": rope_scaling type '" + EscapeForMessage(type, 40) + "' is not supported (expected default, linear or llama3)");
+        return Fail(f.source + ": " + key + " type '" + EscapeForMessage(type, 40) + "' is not supported (expected default, linear or llama3)");
+    for (const char* needed : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+        if (!scaling.Get(needed)) return Fail(f.source + ": " + key + " llama3 needs '" + needed + "'");
     auto low = scaling.Number("low_freq_factor", 1, 1e-6, 1e6);
     if (!low) return Fail(low.error());
     auto high = scaling.Number("high_freq_factor", 4, 1e-6, 1e6);
@@ -199,7 +204,7 @@ Status ReadRopeScaling(const JsonFields& f, ModelConfig* c) {
     auto original = scaling.Int("original_max_position_embeddings", 8192, 1, 1 << 24);
     if (!original) return Fail(original.error());
     if (!(*high > *low))
-        return Fail(f.source + ": rope_scaling llama3: high_freq_factor " + JsonFields::Format(*high) + " must exceed low_freq_factor " +
+        return Fail(f.source + ": " + key + " llama3: high_freq_factor " + JsonFields::Format(*high) + " must exceed low_freq_factor " +
                     JsonFields::Format(*low));
     c->rope_llama3 = {*factor, *low, *high, static_cast<int>(*original)};
     return Ok{};
@@ -252,14 +257,20 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
     auto eps = f.Number(layer_norm ? "layer_norm_eps" : "rms_norm_eps", layer_norm ? 1e-5 : 1e-6, 1e-12, 1);
     if (!eps) return Fail(eps.error());
     c.layer_norm_epsilon = *eps;
-    // GPT-NeoX named the base rotary_emb_base until transformers 4.45, rope_theta since.
-    auto base = f.Number(f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
+    // GPT-NeoX named the base rotary_emb_base until transformers 4.45, rope_theta since; transformers
+    // 5 saves both, and the scaling, in rope_parameters (it ran at base 10000 here, unsaid).
+    const json* parameters = f.Get("rope_parameters");
+    if (parameters && !parameters->is_object()) return Fail(f.Wrong("rope_parameters", "an object or null", *parameters).error());
+    if (parameters && !parameters->contains("rope_type") && !parameters->contains("rope_theta"))
+        return Fail(source + ": rope_parameters has neither rope_type nor rope_theta (one set a layer type is not supported)");
+    const JsonFields rope = parameters ? JsonFields{*parameters, source} : f;
+    auto base = rope.Number(parameters || f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
     if (!base) return Fail(base.error());
     c.rope_base = *base;
     auto rotary = f.Number(f.Get("partial_rotary_factor") ? "partial_rotary_factor" : row.hf_rotary_key, row.rotary, 0, 1);
     if (!rotary) return Fail(rotary.error());
     c.rope_n_elem = static_cast<int>(*rotary * c.HeadSize());
-    if (Status s = ReadRopeScaling(f, &c); !s) return Fail(s.error());
+    if (Status s = parameters ? ReadRopeScaling(f, &c, "rope_parameters") : ReadRopeScaling(f, &c); !s) return Fail(s.error());
 
     auto act = f.String("hidden_act", row.mlp == MlpKind::Gelu ? "gelu" : "silu");
     if (!act) return Fail(act.error());
@@ -305,6 +316,8 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
         if (!w->is_number_integer() || w->get<int64_t>() < 1 || w->get<int64_t>() > (1 << 30))
             return Fail(source + ": sliding_window must be a positive integer or null, got " + DescribeJson(*w));
         c.sliding_window = static_cast<int>(std::min<int64_t>(w->get<int64_t>(), 1 << 24));
+    } else if (type == "mistral" && !root.contains("sliding_window")) {
+        c.sliding_window = 4096;  // MistralConfig's default where the key is absent (null: none)
     }
     if (row.window_opt_in) {
         auto use = f.Bool("use_sliding_window", false);
@@ -889,6 +902,8 @@ Result<nlohmann::json> HfConfigToJson(const ModelConfig& c) {
             j["use_sliding_window"] = true;
             j["max_window_layers"] = c.window_first_layer;
         }
+    } else if (f->model_type == std::string("mistral")) {
+        j["sliding_window"] = nullptr;  // none: an absent key is MistralConfig's 4096
     }
     if (c.IsSsa()) j["ssa"] = SsaBlock(c);
     // What HF's keys for this model_type cannot say (a lit-gpt model's shared norm, a bias the

@@ -107,6 +107,10 @@ model::Status FitToModel(ExportOptions* options, const model::Analysis& a, bool 
     if (auto s = ResolveExportHeads(options, a.n_layer, a.n_head); !s) return s;
     if (auto s = CheckExportSettings(*options, a.HasBase()); !s && !(with_lens && ExportFormats(*options).empty())) return s;
     if (auto s = CheckHighlightHeld(*options, a); !s) return s;
+    // Figures too large to draw, as `ssaviz export` refuses them before writing (a long text's
+    // highlight at text scale 3 failed once written, exit 1, naming only --png-scale).
+    if (auto s = CheckHeatmapsFit(*options, a.n_tokens); !s) return s;
+    if (auto s = CheckHighlightFits(a.tokens.pieces, options->figures, options->png, options->svg); !s) return s;
     return CheckHighlightScope(options->figures, a.n_layer, a.n_head);
 }
 

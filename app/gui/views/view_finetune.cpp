@@ -146,6 +146,10 @@ void FineTuneView::Draw(WindowState& state) {
         viz::ItemTooltip((BaseDifferenceNote(a) + ".").c_str());
     }
     ImGui::Separator();
+    if (!state.not_finite.empty()) {  // NaN rows measure as 0: the matrices and rankings read "no change" ("drift most: none")
+        ImGui::TextDisabled("the heads' changes are not shown: the rows they compare are not finite");
+        return;
+    }
     // The rest scrolls where the pane is short: the matrices keep a line a layer, the ranking's
     // parts their words, the token bars their height.
     ImGui::BeginChild("##finetune_parts");

@@ -470,6 +470,10 @@ class Model:
         if handle.self_comparison_note:  # a model without temperatures against tau = 1: every difference 0
             import warnings
             warnings.warn(f"ssaviz: {where}: {handle.self_comparison_note}", stacklevel=2)
+        if handle.not_finite:  # a model or base that overflows: NaN rows, whose JS read 0 ("no change") in an array
+            import warnings
+            warnings.warn(f"ssaviz: {where}: {handle.not_finite}; its rows' measures (entropy, JS, the decomposition) are not to be "
+                          "read: export and the figures refuse it", RuntimeWarning, stacklevel=2)
         a = Analysis(handle, self)
         if lens:  # the sides `export --lens` reads: the comparison (not the unedited model, SSA itself) and the base
             a.lens("ssa")
@@ -694,7 +698,9 @@ class Analysis:
         with a base its weights at tau = 1, or "base": the base's own) as numpy arrays: loss [L + 1, T - 1] (entry [l, t - 1]:
         token t's loss read after layer l; row L is `loss`), top_ids / top_probs [L + 1, T, k],
         dla [L, H, T - 1] (head (l, h)'s part, at position t - 1, of token t's logit), dla_mlp
-        [L, T - 1], dla_embed, dla_const and logit [T - 1]; the parts sum to the logit."""
+        [L, T - 1], dla_embed, dla_const and logit [T - 1]; the parts sum to the logit. dla_divisor and
+        dla_const_free [T - 1]: the final norm's divisor the parts were read through, and dla_const's
+        share outside it (see dla_divisor)."""
         side = _str("lens()", "side", side)
         cache = self.__dict__.setdefault("_lens", {})
         if side not in cache:
@@ -733,8 +739,20 @@ class Analysis:
     dla_embed = property(lambda self: self.lens()["dla_embed"], doc="[T - 1]: the embeddings' part")
     dla_const = property(lambda self: self.lens()["dla_const"], doc="[T - 1]: the biases' part (projections, final norm, head)")
     dla_logit = property(lambda self: self.lens()["logit"], doc="[T - 1]: the next token's logit, what the parts sum to (dla_logit.npy)")
+    dla_divisor = property(lambda self: self.lens()["dla_divisor"],
+                           doc="[T - 1]: the final norm's divisor the parts are read through (dla_divisor.npy): every part but "
+                               "dla_const_free scales as 1 / divisor, so another side's parts through SSA's divisor are "
+                               "parts * divisor_side / divisor_ssa (a part that wrote the same then reads the same)")
+    dla_const_free = property(lambda self: self.lens()["dla_const_free"],
+                              doc="[T - 1]: dla_const's part outside the divisor (the final norm's and the head's biases)")
+
     def _lens_of(self, side, key):
-        """A side's lens array, None for a side the analysis lacks (as loss_compare and loss_base)."""
+        """A side's lens array, None for a side the analysis lacks (as loss_compare and loss_base);
+        side "tau1": the comparison where it is tau = 1 (SSA's weights, or the fine-tune's beside a base), as the _tau1 files."""
+        if side == "tau1":
+            if self.comparison_kind not in ("tau1", "base"):
+                return None
+            side = "compare"
         if side == "compare" and self.compare == "none":
             return None
         if side == "base" and self.comparison_kind != "base":
@@ -753,6 +771,20 @@ class Analysis:
     dla_embed_base = property(lambda self: self._lens_of("base", "dla_embed"), doc="the base's dla_embed; None without a base")
     dla_const_base = property(lambda self: self._lens_of("base", "dla_const"), doc="the base's dla_const; None without a base")
     dla_logit_base = property(lambda self: self._lens_of("base", "logit"), doc="the base's dla_logit; None without a base")
+    dla_divisor_compare = property(lambda self: self._lens_of("compare", "dla_divisor"), doc="the comparison's dla_divisor; None without one")
+    dla_divisor_base = property(lambda self: self._lens_of("base", "dla_divisor"), doc="the base's dla_divisor; None without a base")
+    dla_const_free_compare = property(lambda self: self._lens_of("compare", "dla_const_free"), doc="the comparison's dla_const_free; None without one")
+    dla_const_free_base = property(lambda self: self._lens_of("base", "dla_const_free"), doc="the base's dla_const_free; None without a base")
+    # The tau = 1 side by its name, as the _tau1 files (beside a base the comparison is tau = 1): None
+    # where the comparison is another (a twin, layer-local, unedited) or none.
+    lens_loss_tau1 = property(lambda self: self._lens_of("tau1", "loss"), doc="tau = 1's lens_loss (lens_loss_tau1.npy); None where the comparison is not tau = 1")
+    dla_tau1 = property(lambda self: self._lens_of("tau1", "dla"), doc="tau = 1's dla; None where the comparison is not tau = 1")
+    dla_mlp_tau1 = property(lambda self: self._lens_of("tau1", "dla_mlp"), doc="tau = 1's dla_mlp; None where the comparison is not tau = 1")
+    dla_embed_tau1 = property(lambda self: self._lens_of("tau1", "dla_embed"), doc="tau = 1's dla_embed; None where the comparison is not tau = 1")
+    dla_const_tau1 = property(lambda self: self._lens_of("tau1", "dla_const"), doc="tau = 1's dla_const; None where the comparison is not tau = 1")
+    dla_logit_tau1 = property(lambda self: self._lens_of("tau1", "logit"), doc="tau = 1's dla_logit; None where the comparison is not tau = 1")
+    dla_divisor_tau1 = property(lambda self: self._lens_of("tau1", "dla_divisor"), doc="tau = 1's dla_divisor; None where the comparison is not tau = 1")
+    dla_const_free_tau1 = property(lambda self: self._lens_of("tau1", "dla_const_free"), doc="tau = 1's dla_const_free; None where the comparison is not tau = 1")
 
     def lens_top(self, layer, position, k=5, side="ssa"):
         """The k (at most 5) most likely next tokens at `position` (-1: the last) read after `layer`
@@ -834,7 +866,9 @@ class Analysis:
         lens_diff_base.png: where in depth fine-tuning changed the prediction; blue where SSA
         predicts it better, as every loss change reads), on a symmetric scale
         whose ends are the 99th percentile of the cells' changes (the few beyond it in the end
-        colours; the title gives the largest). flags: no_titles, text_scale."""
+        colours; the title gives the largest); beside a base "drift", tau = 1's loss minus the base's
+        (lens_diff_drift.png: the other weights' drift), the three differences on one scale, as the
+        export draws them. flags: no_titles, text_scale."""
         w = "lens_grid()"
         return Figure(self._h.lens_grid(_str(w, "map", map), _figure_flags(w, flags, _FIGURE_KEYWORDS[w])), "lens")
 
@@ -1007,6 +1041,9 @@ def show(model=None, text=None, **flags):
     args = [_binary()] + list(model._core.window_args(_flags(where, flags)))
     if text is not None:
         data = _text(where, text)
+        nul = data.find(b"\0")
+        if nul >= 0:  # as the window refuses --text-file's (subprocess said "embedded null byte")
+            raise ValueError(f"{where}: the text holds a NUL character at byte {nul} (the window's editor would hide what follows it)")
         if len(data) < 100_000:
             args += ["--text", data.decode("utf-8", "surrogateescape")]
         else:  # beyond what one argument may hold: a file the window reads at start

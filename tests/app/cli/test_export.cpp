@@ -66,11 +66,11 @@ TEST_F(Cli, ExportLensWritesTheLensAndTheAttribution) {
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_bars.png"));
     const std::string bars = ReadFile(out + "/dla_bars.svg");
     // (the comparison named by its kind, as every figure names it)
-    for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA<", ">tau = 1<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    for (const char* label : {"the last token", "L1 H1", "L0 H0", ">SSA (logit ", ">tau = 1 (logit "}) EXPECT_NE(bars.find(label), std::string::npos) << label;
     // And by layer, as the Lens tab totals it: each layer's attention and MLP, the embeddings, the biases.
     EXPECT_TRUE(fs::is_regular_file(out + "/dla_layers.png"));
     const std::string layers = ReadFile(out + "/dla_layers.svg");
-    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embeddings", "biases", ">SSA<", ">tau = 1<"})
+    for (const char* label : {"part of its logit", "L0 attn", "L1 MLP", "embeddings", "biases", ">final norm<", ">SSA (logit ", ">tau = 1 (logit "})
         EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "lens = np.load(d + '/lens_loss.npy'); loss = np.load(d + '/loss.npy'); "
@@ -224,7 +224,22 @@ TEST_F(Cli, ExportLensDlaTargetSplitsTheTopPredictionAndTheDifference) {
             double sum = 0;
             for (float v : parts(side)) sum += v;
             EXPECT_NEAR(sum, side["logit"].get<double>(), 1e-4) << side["name"];
+            // Through SSA's final-norm divisor, with what the side's own adds, they sum to it too.
+            ASSERT_TRUE(side.contains("through_ssa_divisor")) << side.dump();
+            const json& through = side["through_ssa_divisor"];
+            sum = through["final_norm"].get<double>();
+            for (float v : parts(through)) sum += v;
+            EXPECT_NEAR(sum, side["logit"].get<double>(), 1e-4) << side["name"];
         }
+        // The embeddings write the same vector at tau = 1 as in SSA (the same weights, the same
+        // token): through one divisor their parts are equal; through each side's own they read
+        // apart by the divisors' ratio (the part a researcher took for a change).
+        const json &ssa = j["sides"][0], &tau1 = j["sides"][1];
+        const float embed = ssa["embed"].get<float>();
+        EXPECT_NEAR(tau1["through_ssa_divisor"]["embed"].get<float>(), embed, 1e-5f * std::max(1.0f, std::abs(embed)));
+        EXPECT_EQ(ssa["through_ssa_divisor"]["final_norm"].get<float>(), 0.0f);
+        const double ratio = ssa["divisor"].get<double>() / tau1["divisor"].get<double>();
+        EXPECT_NEAR(tau1["embed"].get<double>(), embed * ratio, 1e-5 * std::max(1.0f, std::abs(embed)));
     };
 
     // next: dla.npy's column at the position asked.
@@ -255,7 +270,10 @@ TEST_F(Cli, ExportLensDlaTargetSplitsTheTopPredictionAndTheDifference) {
         for (int h = 0; h < L * H; ++h) EXPECT_NEAR(p[h], dla[h * (T - 1) + 2], 1e-4) << "head " << h << suffix;
         for (int l = 0; l < L; ++l) EXPECT_NEAR(p[L * H + l], mlp[l * (T - 1) + 2], 1e-4) << "MLP " << l << suffix;
         EXPECT_NEAR(next["sides"][k]["logit"].get<float>(), logit[2], 1e-4) << suffix;
+        EXPECT_NEAR(next["sides"][k]["divisor"].get<float>(), NpyFloats(out + "_next/dla_divisor" + std::string(suffix) + ".npy").at(2), 1e-5) << suffix;
     }
+    EXPECT_GT(std::abs(next["sides"][0]["divisor"].get<double>() / next["sides"][1]["divisor"].get<double>() - 1), 1e-4)
+        << "SSA's and tau = 1's divisors differ: the check of the embeddings' parts above can fail";
 
     // top, by default at the last token: the model's prediction after the text, every side's of that token.
     const json top = at("_top", {"--dla-target", "top"});
@@ -330,34 +348,40 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
     EXPECT_EQ(json::parse(ReadFile(out + "/lens_top_base.json")), json::parse(ReadFile(out + "_alone/lens_top.json")));
     for (const char* figure : {"lens_base.svg", "dla_heads_base.svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure)) << figure;
     const std::string bars = ReadFile(out + "/dla_bars.svg");
-    for (const char* label : {">SSA<", ">tau = 1<", ">base<"}) EXPECT_NE(bars.find(label), std::string::npos) << label;
+    // Each side named with the logit its parts split (the bars, a top few heads, do not sum to it).
+    for (const char* label : {">SSA (logit ", ">tau = 1 (logit ", ">base (logit "}) EXPECT_NE(bars.find(label), std::string::npos) << label;
     const std::string layers = ReadFile(out + "/dla_layers.svg");
-    for (const char* label : {"L1 attn", ">SSA<", ">tau = 1<", ">base<"}) EXPECT_NE(layers.find(label), std::string::npos) << label;
+    for (const char* label : {"L1 attn", ">SSA (logit ", ">tau = 1 (logit ", ">base (logit ", ">final norm<"})
+        EXPECT_NE(layers.find(label), std::string::npos) << label;
     const std::string check = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, sys; d = sys.argv[1]; "
                               "b = np.load(d + '/lens_loss_base.npy'); lb = np.load(d + '/loss_base.npy'); "
                               "assert np.abs(b[-1] - lb).max() < 1e-5, np.abs(b[-1] - lb).max(); "
                               "assert np.abs(b - np.load(d + '/lens_loss.npy')).max() > 1e-3, 'the base is its own model'\" " +
                               Quote(out) + " >" + Scratch("lens_base_check.log") + " 2>&1";
     EXPECT_EQ(std::system(check.c_str()), 0) << ReadFile(Scratch("lens_base_check.log"));
-    // lens_diff_base and lens_diff: SSA's loss of the next token minus the base's and tau = 1's, each
-    // cell (row-major, as lens_loss.npy) blue where SSA predicts it clearly better (SSA's loss - the
-    // other's below minus a fifth of the largest change), red where clearly worse; the
-    // cells at or beyond the scale (the 99th percentile of the changes) all in its end colours.
+    // lens_diff_base, lens_diff and lens_diff_drift: SSA's loss of the next token minus the base's and
+    // tau = 1's, and tau = 1's minus the base's, each cell (row-major, as lens_loss.npy) blue where the
+    // first side predicts it clearly better (its loss - the other's below minus a fifth of the largest
+    // change), red where clearly worse; one scale for the three (the 99th percentile of their
+    // changes together): the cells at or beyond it all in its end colours, in every figure.
     const std::string signs = std::string(SSAVIZ_PYTHON) + " -c \"import numpy as np, re, sys; d = sys.argv[1]; "
-                              "ssa = np.load(d + '/lens_loss.npy').ravel()\n"
-                              "for other, fig in (('base', 'lens_diff_base'), ('tau1', 'lens_diff')):\n"
-                              " delta = ssa - np.load(d + '/lens_loss_' + other + '.npy').ravel(); most = np.abs(delta).max()\n"
+                              "side = lambda s: np.load(d + '/lens_loss' + s + '.npy').ravel()\n"
+                              "pairs = (('', '_base', 'lens_diff_base'), ('', '_tau1', 'lens_diff'), ('_tau1', '_base', 'lens_diff_drift'))\n"
+                              "deltas = [side(a) - side(b) for a, b, _ in pairs]; pooled = np.concatenate(deltas)\n"
+                              "mags = np.sort(np.abs(pooled[np.isfinite(pooled)])); edge = mags[int(np.ceil(0.99 * mags.size)) - 1]\n"
+                              "assert mags.size >= 300 and edge < mags[-1], (mags.size, edge, mags[-1])\n"
+                              "for (a, b, fig), delta in zip(pairs, deltas):\n"
+                              " most = np.abs(delta).max()\n"
                               " fills = re.findall(r'class=.cell.[^>]*fill=.#([0-9a-f]{6})', open(d + '/' + fig + '.svg').read())\n"
                               " assert len(fills) == delta.size, (fig, len(fills), delta.size)\n"
                               " rgb = [(int(f[0:2], 16), int(f[4:6], 16)) for f in fills]; clear = np.abs(delta) > 0.2 * most\n"
                               " assert clear.sum() >= 3, (fig, clear.sum())\n"
                               " wrong = [k for k in np.nonzero(clear)[0] if (rgb[k][0] > rgb[k][1]) != (delta[k] > 0)]\n"
                               " assert not wrong, (fig, wrong, delta[wrong], [fills[k] for k in wrong])\n"
-                              " mags = np.sort(np.abs(delta[np.isfinite(delta)])); edge = mags[int(np.ceil(0.99 * mags.size)) - 1]\n"
-                              " assert mags.size >= 100 and edge < mags[-1], (fig, mags.size, edge, mags[-1])\n"
                               " for sign in (1, -1):\n"
                               "  ends = {fills[k] for k in np.nonzero(sign * delta >= edge)[0]}\n"
-                              "  assert len(ends) <= 1, (fig, sign, edge, ends)\" " +
+                              "  assert len(ends) <= 1, (fig, sign, edge, ends)\n"
+                              " assert 'one scale for' in open(d + '/' + fig + '.svg').read(), fig\" " +
                               Quote(out) + " >" + Scratch("lens_diff_check.log") + " 2>&1";
     EXPECT_EQ(std::system(signs.c_str()), 0) << ReadFile(Scratch("lens_diff_check.log"));
     const std::string batch = Scratch("lens_base_batch.txt");
@@ -1039,7 +1063,8 @@ TEST_F(Cli, ALongTextsHeatmapsAtAPngScaleAreRefusedBeforeTheModelRuns) {
     std::ofstream(dir + "/text.txt") << words;
     const Outcome svg = Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg",
                                 "--size", "64", "--text-scale", "3"});
-    ExpectOneLineError(svg, 2, "a text of 3000 tokens at --text-scale 3 draws a highlight of ");
+    ExpectOneLineError(svg, 2, "a text of 3000 tokens at --text-scale 3 draws a highlight ");
+    EXPECT_NE(svg.err.find(" pixels tall, past the most a figure may be"), std::string::npos) << svg.err;
     EXPECT_NE(svg.err.find("a smaller --text-scale, a shorter text"), std::string::npos) << svg.err;
     EXPECT_FALSE(fs::exists(dir + "/out"));
     ASSERT_EQ(Ssaviz({"export", "--model", dir + "/model", "--text-file", dir + "/text.txt", "--out", dir + "/out", "--format", "svg", "--size", "64",

@@ -1070,6 +1070,18 @@ TEST_F(Cli, ControlCharactersInATextAreWrittenOutInTheCsv) {
     EXPECT_NE(csv.find("\\t"), std::string::npos) << csv.substr(0, 400);
 }
 
+// The window's text from --text-file with a NUL is refused before the window opens, as a session's
+// text is: its editor holds C strings, and showed the text up to the NUL while the model read it all.
+TEST_F(Cli, TheWindowRefusesATextFileWithANul) {
+    const std::string file = Scratch("nul_text.txt");
+    std::ofstream(file, std::ios::binary) << std::string("Hello\0 world this is hidden", 28);
+    ExpectOneLineError(Ssaviz({"--model", Small(), "--text-file", file, "--screenshot", Scratch("nul_text.png")}), 3,
+                       "nul_text.txt': holds a NUL character at byte 5 (the window's editor would hide what follows it)");
+    EXPECT_FALSE(fs::exists(Scratch("nul_text.png")));
+    // The command line's export reads it whole, the NUL a token of its own, as before.
+    EXPECT_EQ(Ssaviz({"export", "--model", Small(), "--text-file", file, "--out", Fresh("nul_text_export"), "--format", "json"}).code, 0);
+}
+
 // Folder names are bytes: one that is not UTF-8 is written into JSON (info --json, run.json) with
 // U+FFFD for the bad byte, never an "internal error" from the JSON writer.
 TEST_F(Cli, FolderNamesThatAreNotUtf8StillMakeJson) {

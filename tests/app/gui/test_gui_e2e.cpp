@@ -1512,6 +1512,12 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
     std::ofstream(dir + "/no_format.json") << session.dump(1);
     session["export"] = {{"formats", {"png"}}, {"maps", {"base"}}};
     std::ofstream(dir + "/base_maps.json") << session.dump(1);
+    // A highlight too large to draw, as `export` refuses it before writing (it failed once written, exit 1).
+    std::string lines;
+    for (int i = 0; i < 300; ++i) lines += "x\n";
+    nlohmann::json tall = {{"ssaviz_session", 1}, {"model", ""}, {"text", lines}, {"truncate", true},
+                           {"export", {{"formats", {"png"}}, {"png_scale", 4}, {"text_scale", 3}}}};
+    std::ofstream(dir + "/tall.json") << tall.dump(1);
     struct Case {
         std::string args, named;
         int code;
@@ -1524,7 +1530,8 @@ TEST(EndToEnd, ATwinOrBaseThatDoesNotOpenEndsAScreenshotRun) {
                           Case{" --session " + dir + "/layers.json --export-to " + dir + "/out", "export: --layers: layer 9 is out of range", 2},
                           Case{" --session " + dir + "/highlight.json --export-to " + dir + "/out", "export: --highlight-scope: layer 9 is out of range", 2},
                           Case{" --session " + dir + "/no_format.json --export-to " + dir + "/out", "export: nothing to write: no format is chosen", 2},
-                          Case{" --session " + dir + "/base_maps.json --export-to " + dir + "/out", "export: --maps base needs a base", 2}}) {
+                          Case{" --session " + dir + "/base_maps.json --export-to " + dir + "/out", "export: --maps base needs a base", 2},
+                          Case{" --session " + dir + "/tall.json --export-to " + dir + "/out", "--text-scale 3 draws a highlight", 2}}) {
         if (kSanitized && (c.named == "no-such-twin" || c.code == 2)) continue;  // a twin's path is the base's; a usage error is the flags'
         fs::remove(dir + "/shot.png");
         const int code = RunCommand(std::string(SSAVIZ_BINARY) + c.args, dir + "/log.txt");

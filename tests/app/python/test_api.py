@@ -450,7 +450,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # The lens as figures: the files export --lens writes, SSA - base among them.
     a.export(tmp_path / "lens", formats=["svg"], lens=True)
     for name, figure in (("ssa", "lens"), ("compare", "lens_tau1"), ("tau1", "lens_tau1"), ("base", "lens_base"), ("diff", "lens_diff"),
-                         ("base_diff", "lens_diff_base")):
+                         ("base_diff", "lens_diff_base"), ("drift", "lens_diff_drift")):
         assert a.lens_grid(map=name).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), name
     # The attribution's figures too, as plot()s (only export(lens=True) drew them).
     for name, figure, flags in (("dla_bars", "dla_bars", {}), ("dla_layers", "dla_layers", {}), ("dla_heads", "dla_heads", {}),

@@ -12,7 +12,7 @@ import pytest
 
 import ssaviz
 import ssaviz._batch
-from conftest import SMALL, SMALL_TWIN, require, run_cli
+from conftest import ENGLISH, SMALL, SMALL_TWIN, require, run_cli
 
 TEXTS = [
     {"name": "greeting", "text": "Hello there, world"},
@@ -69,6 +69,22 @@ def test_a_batch_against_a_base(tmp_path):
         ssaviz.export_batch(texts, tmp_path / "bad", model=model, compare="local", base=SMALL_TWIN)
     with pytest.raises(ValueError, match="base= goes with Model.analyze"):
         model.analyze("Hello there").export(tmp_path / "one", base=SMALL_TWIN)
+
+
+def test_a_highlight_too_large_is_that_texts_failure(tmp_path):
+    """A text whose highlight cannot be drawn at text_scale= and png_scale= is that text's failure,
+    before its analysis, as the command line's batch has it; the others are written, with the
+    summary (it stopped the batch with an OSError naming --png-scale, the texts after it unwritten)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = ssaviz.export_batch(["hello there", "x\n" * 300, "hello"], tmp_path / "out", model=ssaviz.load(ENGLISH), formats=["png", "json"],
+                                      text_scale=3, png_scale=4, truncate=True, layers=[0], heads=[0])
+    assert [t["name"] for t in summary["texts"]] == ["text_0001", "text_0003"]
+    assert [f["name"] for f in summary["failed"]] == ["text_0002"]
+    error = summary["failed"][0]["error"]
+    assert "draws a highlight" in error and "png_scale=4 and text_scale=3" in error and "--" not in error, error
+    assert (tmp_path / "out" / "summary.json").exists() and (tmp_path / "out" / "text_0003" / "highlight.png").exists()
+    assert len(caught) == 1 and "text_0002" in str(caught[0].message)
 
 
 def test_serial_batch_equals_the_command_lines(tmp_path):

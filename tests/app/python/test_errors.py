@@ -476,10 +476,22 @@ def test_no_figure_or_export_of_a_non_finite_analysis(tmp_path):
                            check=False)
     assert code == 3 and "not finite" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out" / "metrics.json").exists()
-    a = ssaviz.load(str(folder), query_form="linear,none").analyze(text)
+    # Its arrays are there to read, with a warning: NaN rows measure as numbers (their JS as 0, "no change").
+    with pytest.warns(RuntimeWarning, match=r"^ssaviz: analyze\(\): the analysis is not finite .*; its rows' measures .* are not to be read"):
+        a = ssaviz.load(str(folder), query_form="linear,none").analyze(text)
     for figure in (lambda: a.heatmap(0, 0), lambda: a.highlight(), lambda: a.heads_grid()):
         with pytest.raises(ValueError, match="not finite"):
             figure()
+    # info's slope table says 3e38 in significant digits (fixed ones ran past its cells' buffer:
+    # "3000000005497755757778039942811", a number 10^7 times smaller).
+    _, out, _ = run_cli("info", "--model", str(folder), "--query-form", "linear,none")
+    table = out[out.index("layer  beta"):]
+    assert "3e+38" in table and not re.search(r"\d{12}", table), table
+    # Nor a continuation predicted from NaN logits (greedy wrote id 0 again and again, exit 0).
+    code, out, err = run_cli("generate", "--model", str(folder), "--query-form", "linear,none", "--text", text, "--tokens", "3", check=False)
+    assert code == 3 and "is not finite" in err and len(err.strip().splitlines()) == 1 and not out, (code, out, err)
+    with pytest.raises(ValueError, match="is not finite"):
+        ssaviz.load(str(folder), query_form="linear,none").generate(text, tokens=3)
 
 
 def test_a_run_step_that_overflows_fails_as_it_would_alone(tmp_path):

@@ -276,6 +276,27 @@ def test_a_run_against_a_base(run_dir, tmp_path):
         ssaviz.load_run(run_dir).export(TEXT, tmp_path / "bad", compare="local", base=base)
 
 
+def test_every_step_takes_the_runs_base(tmp_path):
+    """compare="base" without base=: every step against the base beside the run, as `export --run`
+    takes it; a base/ inside one step's own folder is passed over (Run.analyze took it as that step's,
+    silently: its loss_base jumped)."""
+    run = tmp_path / "run"
+    for name, form, seed in (("checkpoint-1", "exp_exp,none", 1), ("checkpoint-2", "exp_exp,none", 2), ("base", "none", 9),
+                             ("checkpoint-2/base", "none", 8)):
+        run_cli("init-random", "--out", str(run / name), "--layers", "2", "--heads", "2", "--embd", "32", "--query-form", form,
+                "--seed", str(seed))
+    analysis = ssaviz.load_run(run).analyze(TEXT, compare="base")
+    assert list(analysis.steps) == [1, 2] and not analysis.failed
+    loss_base = analysis.arrays("loss_base")
+    np.testing.assert_array_equal(loss_base[0], loss_base[1])  # one base, one text: the same losses
+    alone = ssaviz.load(run / "base").analyze(TEXT, compare="none")
+    np.testing.assert_allclose(loss_base[0], alone.loss, rtol=0, atol=1e-5)
+    run_cli("export", "--run", str(run), "--compare", "base", "--text", TEXT, "--out", str(tmp_path / "cli"), "--format", "json")
+    rows = json.loads((tmp_path / "cli" / "run.json").read_text())["steps"]
+    for k, row in enumerate(rows):
+        assert abs(row["loss_base"] - float(np.mean(loss_base[k]))) < 1e-5, (k, row["loss_base"])
+
+
 def test_an_export_is_all_or_nothing_and_never_through_a_link(run_dir, tmp_path):
     """A link where a step's folder goes is refused before any checkpoint opens, one inside a step's
     folder when the run is put in place: OUT as it was either way, nothing written through the link

@@ -106,6 +106,13 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
     EXPECT_LE(w.value, tolerance) << what << ": max difference " << w.value << " at element " << w.at;
 }
 
+// The final norm's divisors, relative to their largest (a residual's RMS grows with the model's width).
+void ExpectDivisorsClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    float most = 1;
+    for (float v : want) most = std::max(most, std::abs(v));
+    ExpectClose(got, want, kTolerance * most, what);
+}
+
 // Every head's map on one side against a reference [L, H, T, T].
 void ExpectMaps(const model::Analysis& a, model::MapSide side, const std::vector<float>& want, const std::string& what) {
     const size_t T = static_cast<size_t>(a.n_tokens);
@@ -333,6 +340,8 @@ TEST_P(Families, LensAndAttributionMatchTheReference) {
         ExpectClose(lens->dla_mlp, c.Ref("dla_mlp" + suffix), kTolerance * scale, "MLP attribution" + suffix);
         ExpectClose(lens->dla_embed, c.Ref("dla_embed" + suffix), kTolerance * scale, "embedding attribution" + suffix);
         ExpectClose(lens->dla_const, c.Ref("dla_const" + suffix), kTolerance * scale, "constant attribution" + suffix);
+        ExpectClose(lens->dla_free, c.Ref("dla_const_free" + suffix), kTolerance * scale, "constants outside the divisor" + suffix);
+        ExpectDivisorsClose(lens->dla_divisor, c.Ref("dla_divisor" + suffix), "final norm's divisor" + suffix);
         // The parts sum to the logit, position by position.
         const int L = lens->n_layer, H = lens->n_head, n = lens->n_tokens - 1;
         std::vector<float> sum(n, 0.0f);
@@ -425,6 +434,8 @@ TEST_P(FamiliesLensEdits, TheLensAfterAnEditMatchesTheReference) {
             ExpectClose(lens->dla_mlp, c.Ref("dla_mlp" + suffix), kTolerance * scale, "MLP attribution" + what);
             ExpectClose(lens->dla_embed, c.Ref("dla_embed" + suffix), kTolerance * scale, "embedding attribution" + what);
             ExpectClose(lens->dla_const, c.Ref("dla_const" + suffix), kTolerance * scale, "constant attribution" + what);
+            ExpectClose(lens->dla_free, c.Ref("dla_const_free" + suffix), kTolerance * scale, "constants outside the divisor" + what);
+            ExpectDivisorsClose(lens->dla_divisor, c.Ref("dla_divisor" + suffix), "final norm's divisor" + what);
             ExpectClose(lens->loss, want->loss, kTolerance, "lens loss against a fresh engine" + what);
             ExpectClose(lens->top_probs, want->top_probs, 1e-5f, "top pieces against a fresh engine" + what);
             ExpectClose(lens->dla, want->dla, 1e-5f * scale, "head attribution against a fresh engine" + what);
@@ -699,7 +710,7 @@ TEST(FamiliesHf, InfoNamesTheFamilyAndItsFeatures) {
 TEST(FamiliesHf, RandomHfModelsRunAndAreWrittenAsHfFoldersOnly) {
     auto config = model::ParseConfig(R"({"model_type": "qwen3", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "rope_scaling": {"type": "llama3",
-        "factor": 8, "original_max_position_embeddings": 32}, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})",
+        "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 32}, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 1})",
                                      "qwen3.json");
     ASSERT_TRUE(config.ok()) << config.error();
     EXPECT_EQ(config->family, "qwen3");
@@ -733,6 +744,36 @@ TEST(FamiliesHf, RandomHfModelsRunAndAreWrittenAsHfFoldersOnly) {
     auto again = model::Forward(*back, ids);
     ASSERT_TRUE(again.ok()) << again.error();
     EXPECT_TRUE(at::equal(again->attention, out->attention));
+}
+
+std::string Patched(const std::string& name, const std::string& tag, const nlohmann::json& patch);
+
+// transformers 5 saves RoPE's base and scaling in rope_parameters: read there (it ran at base
+// 10000 with no scaling, unsaid), the same model as the older keys say. Mistral's absent
+// sliding_window is MistralConfig's 4096 (it was none); null is none.
+TEST(FamiliesHf, NewerConfigKeysAreReadAsTransformersReadsThem) {
+    const nlohmann::json parameters = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+    auto older = model::Engine::Open(std::string(SSAVIZ_TEST_OUT) + "/families/hf_llama3", "cpu");
+    auto newer = model::Engine::Open(Patched("hf_llama3", "rope_parameters", {{"rope_theta", nullptr}, {"rope_scaling", nullptr}, {"rope_parameters", parameters}}), "cpu");
+    ASSERT_TRUE(older.ok() && newer.ok()) << (older.ok() ? newer.error() : older.error());
+    const model::ModelConfig& o = (*older)->Info().config;
+    const model::ModelConfig& n = (*newer)->Info().config;
+    EXPECT_EQ(n.rope_base, 500000.0);
+    EXPECT_EQ(n.rope_llama3.factor, 8.0);
+    EXPECT_EQ(model::DescribeArchitecture(n), model::DescribeArchitecture(o));
+    auto absent = model::Engine::Open(Patched("hf_mistral", "window_absent", {{"sliding_window", nullptr}}), "cpu");
+    ASSERT_TRUE(absent.ok()) << absent.error();
+    EXPECT_EQ((*absent)->Info().config.AttentionWindow(0), 4096);
+    // Written back, a mistral model without a window says so (null), and reads back as none.
+    model::ModelConfig none = (*absent)->Info().config;
+    none.sliding_window = 0;
+    auto j = model::HfConfigToJson(none);
+    ASSERT_TRUE(j.ok()) << j.error();
+    ASSERT_TRUE(j->contains("sliding_window") && (*j)["sliding_window"].is_null()) << j->dump();
+    auto back = model::ParseConfig(j->dump(), "config.json");
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(back->AttentionWindow(0), 0);
 }
 
 // A folder beside an HF case: its tensors (linked, not copied) under a patched config.json.
@@ -778,6 +819,12 @@ TEST(FamiliesHf, BadConfigsAreOneLineErrors) {
         {"qkv_bias", "hf_qwen2", {{"model_type", "qwen3"}, {"head_dim", 8}},
          "tensor 'model.layers.0.self_attn.q_proj.bias' is in the file but config.json's qwen3 has no bias there"},
         {"layers", "hf_mistral", {{"num_hidden_layers", 1}}, "the file has more layers than config.json's num_hidden_layers 1"},
+        // A scaling without a type was read as none, llama3 without its keys with made-up ones.
+        {"scaling_untyped", "hf_llama3", {{"rope_scaling", {{"rope_type", nullptr}, {"type", nullptr}}}},
+         "rope_scaling has no rope_type (expected default, linear or llama3)"},
+        {"llama3_keys", "hf_llama3", {{"rope_scaling", {{"low_freq_factor", nullptr}}}}, "rope_scaling llama3 needs 'low_freq_factor'"},
+        {"rope_parameters_per_layer", "hf_llama3", {{"rope_parameters", {{"full_attention", {{"rope_theta", 10000}}}}}},
+         "rope_parameters has neither rope_type nor rope_theta"},
     };
     for (const Case& c : cases) {
         auto engine = model::Engine::Open(Patched(c.from, c.name, c.patch), "cpu");
