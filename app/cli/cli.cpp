@@ -445,6 +445,9 @@ int CmdExport(const CommandOptions& o) {
                 // mistaken for the one asked for).
                 error = s.error();
             } else {
+                // What the base differs in that is no weight, once for the batch (a lone export says it; a batch said nothing).
+                if (const std::string note = rows.empty() ? BaseDifferenceNote(*analysis) : ""; !note.empty())
+                    std::fprintf(stderr, "%sssaviz: note: %s\n", isatty(fileno(stderr)) ? "\n" : "", note.c_str());
                 json row = BatchSummaryRow(t.name, t.line, *analysis, options.sink_epsilon);
                 std::vector<ExportFile> lens_files;
                 if (options.lens) {  // each text's lens files, and its loss by layer in the summary (none for one token), as a lone export's and Python's

@@ -186,6 +186,12 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     if (auto s = WriteRunFiles(staged_options, run, compare ? &*compare : nullptr); !s) throw Failure{kExitFailure, s.error()};
     if (auto s = model::MoveTreeInto(std::exchange(staged.dir, std::string()), out.string()); !s) throw Failure{kExitFailure, s.error()};
     const size_t failed = run.failures.size() + (compare ? compare->failures.size() : 0);
+    // What the base differs in that is no weight, once for the run (a lone export says it; a run said nothing).
+    for (const nlohmann::json& row : run.rows)
+        if (row.contains("base_difference")) {
+            std::fprintf(stderr, "ssaviz: note: %s\n", model::EscapeForMessage(row["base_difference"].get<std::string>(), 4096).c_str());
+            break;
+        }
     std::fprintf(stderr, "ssaviz: wrote %s (%zu of %zu steps%s)\n", model::EscapeForMessage(options.out_dir).c_str(), run.rows.size(), steps->size(),
                  compare ? (", compare run " + std::to_string(compare->rows.size()) + " of " + std::to_string(compare_steps->size())).c_str() : "");
     return failed == 0 ? kExitOk : kExitBadInput;

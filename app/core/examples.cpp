@@ -135,8 +135,10 @@ std::string BaseBeside(const std::string& model_dir, bool run_step) {
     };
     for (const fs::path& base : {folder / "lit_model.pth", folder / "base" / "lit_model.pth", folder.parent_path() / "base" / "lit_model.pth"})
         if (!inside(base) && fs::is_regular_file(base, ec) && !fs::equivalent(base, opened, ec)) return base.lexically_normal().string();
+    // A run's step may be the run's base itself (a link to it: its first step, or any): compared with
+    // itself, as with --base (it stopped the whole run, late, saying there was no base).
     for (const fs::path& base : BaseFolders(folder))
-        if (!inside(base) && fs::is_directory(base, ec) && !fs::equivalent(base, folder, ec) && model::FindModelFiles(base.string()))
+        if (!inside(base) && fs::is_directory(base, ec) && (run_step || !fs::equivalent(base, folder, ec)) && model::FindModelFiles(base.string()))
             return base.lexically_normal().string();
     return "";
 }

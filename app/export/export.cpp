@@ -588,7 +588,7 @@ model::Result<std::vector<ExportFile>> LensExportFiles(model::Engine& engine, co
     return LensExportFiles(
         [&](int32_t id) {
             auto text = piece(id);
-            return text ? model::PieceToDisplay(*text) : std::string();
+            return text ? model::PieceWithBytes(*text) : std::string();  // a split character's byte as \xNN, as tokenize spells it
         },
         info, a, sides, options, *attributed ? &**attributed : nullptr);
 }
@@ -891,6 +891,51 @@ viz::Figure DlaHeadsFigure(const LensSideFiles& named, const std::string& model_
     return viz::HeatmapFigure(mean.data(), static_cast<int>(L), static_cast<int>(H), o);
 }
 
+viz::Figure DlaHeadsChangeFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const viz::FigureText& text) {
+    if (sides.size() < 3 || !sides[0].lens || !sides[1].lens || !sides[2].lens) return {};
+    const model::Lens &s = *sides[0].lens, &t = *sides[1].lens, &b = *sides[2].lens;
+    const int64_t L = s.n_layer, H = s.n_head, n = s.n_tokens - 1;
+    auto whole = [&](const model::Lens& x) {
+        return x.n_tokens == s.n_tokens && x.dla.size() == static_cast<size_t>(L * H * n) && x.dla_divisor.size() == static_cast<size_t>(n);
+    };
+    if (n < 1 || L * H < 1 || !whole(s) || !whole(t) || !whole(b)) return {};
+    std::vector<float> temperatures(static_cast<size_t>(L * H)), drift(temperatures.size());
+    for (int64_t k = 0; k < L * H; ++k) {
+        double temps = 0, drifts = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            auto ratio = [&](const model::Lens& x) { return s.dla_divisor[i] > 0 && x.dla_divisor[i] > 0 ? double{x.dla_divisor[i]} / s.dla_divisor[i] : 1.0; };
+            const double ssa = s.dla[k * n + i], tau1 = t.dla[k * n + i] * ratio(t), base = b.dla[k * n + i] * ratio(b);
+            temps += std::abs(ssa - tau1);
+            drifts += std::abs(tau1 - base);
+        }
+        temperatures[k] = static_cast<float>(temps / n);
+        drift[k] = static_cast<float>(drifts / n);
+    }
+    float most = 1e-6f;
+    for (const std::vector<float>* v : {&temperatures, &drift})
+        for (float x : *v) most = std::max(most, x);
+    viz::HeatmapFigureOptions o;
+    o.Text = viz::FigureText{true, text.Scale};  // the panels' titles say which part: kept without the figure's
+    for (int64_t l = 0; l < L; ++l) o.RowLabels.push_back("L" + std::to_string(l));
+    for (int64_t h = 0; h < H; ++h) o.ColLabels.push_back("H" + std::to_string(h));
+    o.RowAxis = "layer";
+    o.ColAxis = "head";
+    o.ValueLabel = "|change| of the part, logits, mean over positions";
+    o.Style.causal = false;
+    o.Style.range = viz::Range{0.0f, most};
+    const int64_t cells = std::max<int64_t>({L, H, 1});
+    o.MapSize = static_cast<int>(cells * std::clamp<int64_t>(560 / cells, 12, 48));
+    o.CellValues = "%#.2g";
+    std::vector<viz::Figure> panels;
+    o.Title = "temperatures: |SSA - tau = 1|";
+    panels.push_back(viz::HeatmapFigure(temperatures.data(), static_cast<int>(L), static_cast<int>(H), o));
+    o.Title = "drift: |tau = 1 - " + (sides[2].title.empty() ? sides[2].name : sides[2].title) + "|";
+    panels.push_back(viz::HeatmapFigure(drift.data(), static_cast<int>(L), static_cast<int>(H), o));
+    return viz::Beside(panels, model_name + " \xC2\xB7 what fine-tuning changed in what each head writes: its part of the next token's logit, "
+                                            "every side through SSA's final-norm divisor",
+                       text);
+}
+
 DlaShown DlaOfLens(const std::vector<LensSideFiles>& sides, const std::vector<std::string>& token_labels, int64_t position) {
     DlaShown shown;
     if (sides.empty() || !sides[0].lens) return shown;
@@ -1170,6 +1215,11 @@ std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const
     for (size_t i = 1; ssa_side && i < sides.size(); ++i)
         if (same_shape(sides[i])) diff_figure(sides[i].suffix == "_base" ? "lens_diff_base" : "lens_diff", *ssa_side, sides[i]);
     if (three) diff_figure("lens_diff_drift", sides[1], sides[2]);
+    if (three)
+        for (const char* ext : extensions)
+            files.push_back(FigureFile("dla_heads_change", ext, [sides, model_name, text = options.figures.text] {
+                return DlaHeadsChangeFigure(sides, model_name, text);
+            }, size_t{64} << 20, options.figures.png_scale));
     // For papers: a token's logit (the last's, or --dla-position's; --dla-target's token) split by
     // head, SSA's parts beside the other sides', the heads whose parts are largest on any side
     // (dla_bars), and by layer.
@@ -1443,7 +1493,7 @@ model::Status CheckExportPlaces(const std::string& out_dir, const std::string& f
     }
     for (const char* stem : {"finetune", "finetune_loss"}) figure(stem);
     if (options.lens) {
-        for (const char* stem : {"lens_diff", "lens_diff_base", "lens_diff_drift", "dla_bars", "dla_layers"}) figure(stem);
+        for (const char* stem : {"lens_diff", "lens_diff_base", "lens_diff_drift", "dla_heads_change", "dla_bars", "dla_layers"}) figure(stem);
         names.push_back("dla_at.json");
     }
     if (options.rank_heads) {

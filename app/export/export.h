@@ -63,14 +63,17 @@ struct LensSideFiles {
 // The logit lens and direct logit attribution's files (SPEC section 10) of each side, named with
 // its suffix: lens_loss.npy [L + 1, T - 1], lens_top.json (each layer's and position's top
 // pieces: id, piece, probability), dla.npy [L, H, T - 1], dla_mlp.npy [L, T - 1], dla_embed.npy
-// and dla_const.npy [T - 1], dla_logit.npy [T - 1] (what they sum to). `piece` names an id as the views do. With PNG or SVG among
+// and dla_const.npy [T - 1], dla_logit.npy [T - 1] (what they sum to), dla_divisor.npy and
+// dla_const_free.npy [T - 1] (the final norm's divisor they were read through, the biases outside
+// it). `piece` names an id as the views do. With PNG or SVG among
 // `options`' formats, figures too: lens.png (the lens as a layer x position heatmap of p(next
 // token), log scale) and dla_heads.png (each head's part of the next token's logit, averaged over
 // the positions, on a diverging scale); with SSA first among `sides`, lens_diff.png (SSA's loss
 // of the next token minus the comparison's, after each layer, diverging) and lens_diff_base.png (minus
-// the base's); dla_bars.png and dla_layers.png, the last token's logit split by head and by layer
-// (attention, MLP, embeddings, biases), every side's bars. WriteExport writes them with the rest
-// (`extra`).
+// the base's), beside a base lens_diff_drift.png (tau = 1's minus the base's), the three on one scale,
+// and dla_heads_change.png (DlaHeadsChangeFigure); dla_bars.png and dla_layers.png, the last token's
+// logit split by head and by layer (attention, MLP, embeddings, biases), every side's bars through
+// SSA's divisor. WriteExport writes them with the rest (`extra`).
 // `attributed`: the attribution dla_bars and dla_layers draw where options.dla_target asks for one
 // (AttributeForExport), written to dla_at.json too.
 std::vector<ExportFile> LensFiles(const std::vector<LensSideFiles>& sides, const std::function<std::string(int32_t)>& piece,
@@ -111,6 +114,12 @@ viz::Figure LensModeFigure(const model::Analysis& a, const model::ModelInfo& inf
 viz::Figure DlaHeadsFigure(const LensSideFiles& side, const std::string& model_name, float most, const viz::FigureText& text,
                            const model::Lens* ssa = nullptr);
 float DlaHeadsMost(const std::vector<LensSideFiles>& sides);
+// Beside a fine-tune's base (`sides` SSA, tau = 1, the base): how far each head's part of the next
+// token's logit moved, the mean over positions of |SSA - tau = 1| (the temperatures) and of
+// |tau = 1 - base| (the drift), every side through SSA's final-norm divisor; two layer x head maps on
+// one scale (dla_heads_change.png: a head's signed mean can stay while its part moves token by
+// token). Empty without the three sides.
+viz::Figure DlaHeadsChangeFigure(const std::vector<LensSideFiles>& sides, const std::string& model_name, const viz::FigureText& text);
 
 // One side's parts of one logit at one position, as dla_bars and dla_layers draw them.
 struct DlaColumn {

@@ -728,14 +728,14 @@ viz::Figure LensDiffFigure(const model::Lens& ssa, const model::Lens& other, con
                            const DivergingScale* shared) {
     LensDifference d = LensDifferenceOf(ssa, other);
     if (d.delta.empty()) return {};
-    if (shared) static_cast<DivergingScale&>(d) = *shared;
+    if (shared) d.most = shared->most;  // the scale's end is the three's; the largest, and whether it clips, this one's
     viz::HeatmapFigureOptions o;
     o.Text = text;
     o.NarrowTitle = true;  // a figure of its own
     // What the colours mean goes in the title: the bar's caption sets the bar's length (centred
     // along it), and a long one made a five-row grid a thin strip atop a tall blank figure.
     o.Title = model_name + " \xC2\xB7 logit lens \xC2\xB7 " + ssa_name + " - " + other_name + ": each token's loss read after each layer (blue: " + ssa_name +
-              " predicts it better" + (shared ? "; one scale for SSA - tau = 1, SSA - base and tau = 1 - base" : "") +
+              " predicts it better" + (shared ? "; one scale for the fine-tune's three differences" : "") +
               LensScaleNote(d) + ")";
     LensAxes(ssa, token_labels, &o);
     o.Style.colormap = viz::Colormap::Diverging;

@@ -1046,6 +1046,17 @@ model::Status ParseFlags(Command command, const std::vector<std::string>& args, 
     std::set<const Flag*> given;
     for (size_t i = first; i < args.size(); ++i) {
         const Flag* flag = FindFlag(command, args[i]);
+        // --flag=value, as getopt's long options take it ("unknown argument '--dla-position=5'").
+        const size_t equals = args[i].rfind("--", 0) == 0 ? args[i].find('=') : std::string::npos;
+        if (!flag && equals != std::string::npos) {
+            const Flag* named = FindFlag(command, args[i].substr(0, equals));
+            if (named && named->Switch()) return model::Fail(args[i].substr(0, equals) + " takes no value (" + QuoteForMessage(args[i]) + ")");
+            if (named) {
+                if (auto s = Apply(*named, args[i].substr(equals + 1), options); !s) return s;
+                given.insert(named);
+                continue;
+            }
+        }
         if (!flag) return model::Fail("unknown argument " + QuoteForMessage(args[i]));
         if (!flag->Switch() && i + 1 >= args.size()) return model::Fail(args[i] + " needs a value");
         if (auto s = Apply(*flag, flag->Switch() ? "" : args[++i], options); !s) return s;

@@ -385,6 +385,7 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     r.row["checkpoint"] = r.checkpoint;
     if (!a->loss_compare.empty()) r.row["compared_with"] = CompareName(*a);  // the loss curve's legend: "tau = 1", "twin"
     if (!(*runner)->BasePath().empty()) r.row["base"] = (*runner)->BasePath();  // which base each step was set against
+    if (const std::string note = BaseDifferenceNote(*a); !note.empty()) r.row["base_difference"] = note;  // what is no weight, said once below
     for (size_t k = 0; k < lens.size(); ++k)  // as a batch's rows: SSA, the comparison, the base
         r.row[k == 0 ? "lens_loss" : k == 1 ? "lens_loss_compare" : "lens_loss_base"] = LensLossByLayer(*lens[k]);
     std::vector<std::string> keys(std::begin(kRunHeadValues), std::end(kRunHeadValues));

@@ -485,7 +485,7 @@ py::list IdPieces(const AnalysisHandle& h, const std::vector<int64_t>& ids) {
         vocab = h.core->Vocab();
     }
     py::list out;
-    for (int64_t id : ids) out.append(py::str(model::PieceToDisplay(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "")));
+    for (int64_t id : ids) out.append(py::str(model::PieceWithBytes(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "")));
     return out;
 }
 
@@ -576,7 +576,7 @@ py::list Predictions(const AnalysisHandle& h, int position, int k, const std::st
         const size_t at = static_cast<size_t>(position) * K + j;
         const int32_t id = ids[at];
         const std::string piece = id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "";
-        out.append(py::make_tuple(py::str(model::PieceToDisplay(piece)), probs[at]));
+        out.append(py::make_tuple(py::str(model::PieceWithBytes(piece)), probs[at]));  // a split character's byte as \xNN, as tokenize spells it
     }
     return out;
 }
@@ -721,7 +721,7 @@ FigureHandle Plot(const AnalysisHandle& h, const std::string& asked, const FlagL
     if (!finetune && std::find(names.begin(), names.end(), name) == names.end()) {
         std::string list;
         for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-        throw BadArgument("plot " + QuoteForMessage(name) + " is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads, head_impacts, head_impacts_tokens, head_impacts_drift_tokens");
+        throw BadArgument("plot " + QuoteForMessage(name) + " is not one of " + list + ", finetune, finetune_loss, dla_bars, dla_layers, dla_heads, dla_heads_change, head_impacts, head_impacts_tokens, head_impacts_drift_tokens");
     }
     if (finetune && !h.A().HasBase()) throw BadArgument("plot '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (finetune && h.A().n_tokens < 2)  // no next token: no loss to split, every part NaN
@@ -749,7 +749,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     if (columns < 1) throw BadArgument("plot('" + name + "'): the attribution needs 2 tokens or more (a next token's logit)");
     LoadFonts();
     const model::MapSide asked = name == "dla_heads" ? Side(h, side_name) : model::MapSide::Ssa;
-    if (name != "dla_heads" && (position < 0 || position >= columns))
+    if (name != "dla_heads" && name != "dla_heads_change" && (position < 0 || position >= columns))
         throw BadArgument("plot('" + name + "'): position " + std::to_string(position) + " is out of range: 0 to " + std::to_string(columns - 1) +
                           ", or negative from the end");
     std::vector<LensSideFiles> sides;  // every side the analysis has: dla_heads' one scale is theirs, as export's
@@ -759,6 +759,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
     const std::vector<std::string> labels = TokenLabels(a.tokens);
     py::gil_scoped_release release;
     const std::string model_name = ModelName(h.core->info);
+    if (name == "dla_heads_change") return {DlaHeadsChangeFigure(sides, model_name, text), ""};
     if (name == "dla_heads") {
         const size_t k = asked == model::MapSide::Ssa ? 0 : asked == model::MapSide::Compare ? 1 : sides.size() - 1;
         return {DlaHeadsFigure(sides[k], model_name, DlaHeadsMost(sides), text, sides[0].lens.get()), ""};
@@ -776,7 +777,7 @@ FigureHandle DlaFigure(const AnalysisHandle& h, const std::string& name, const s
         for (const LensSideFiles& side : sides) names.push_back(side.name);
         const std::shared_ptr<const std::vector<std::string>> vocab = h.core->Vocab();
         shown = DlaOfAttribution(*attributed, names, a.n_layer, a.n_head, labels, [&](int32_t id) {
-            return model::PieceToDisplay(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "");
+            return model::PieceWithBytes(id >= 0 && static_cast<size_t>(id) < vocab->size() ? (*vocab)[id] : "");
         });
     }
     return {name == "dla_bars" ? DlaBarsFigure(shown, model_name, text) : DlaLayersFigure(shown, model_name, text), ""};
@@ -1240,6 +1241,7 @@ PYBIND11_MODULE(_ssaviz, m) {
                  std::lock_guard<std::mutex> lock(c.mutex);
                  c.run_step = true;
              })
+        .def_property_readonly("run_step", [](const ModelCore& c) { return c.run_step; })
         .def("analyze_text",
              [](const std::shared_ptr<ModelCore>& c, const std::string& text, const std::string& compare,
                 const std::optional<FlagList>& twin_flags, const std::string& ablate, bool truncate) {

@@ -262,12 +262,16 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
     const json* parameters = f.Get("rope_parameters");
     if (parameters && !parameters->is_object()) return Fail(f.Wrong("rope_parameters", "an object or null", *parameters).error());
     if (parameters && !parameters->contains("rope_type") && !parameters->contains("rope_theta"))
-        return Fail(source + ": rope_parameters has neither rope_type nor rope_theta (one set a layer type is not supported)");
-    const JsonFields rope = parameters ? JsonFields{*parameters, source} : f;
-    auto base = rope.Number(parameters || f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
+        return Fail(source + ": rope_parameters has neither rope_type nor rope_theta (a set for each layer type is not supported)");
+    // Each key from rope_parameters where it holds it, else from the top level as before.
+    const JsonFields inside = parameters ? JsonFields{*parameters, source} : f;
+    auto base = parameters && parameters->contains("rope_theta")
+                    ? inside.Number("rope_theta", 10000, 1, 1e12)
+                    : f.Number(f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
     if (!base) return Fail(base.error());
     c.rope_base = *base;
-    auto rotary = f.Number(f.Get("partial_rotary_factor") ? "partial_rotary_factor" : row.hf_rotary_key, row.rotary, 0, 1);
+    const JsonFields& fraction = parameters && parameters->contains("partial_rotary_factor") ? inside : f;
+    auto rotary = fraction.Number(fraction.Get("partial_rotary_factor") ? "partial_rotary_factor" : row.hf_rotary_key, row.rotary, 0, 1);
     if (!rotary) return Fail(rotary.error());
     c.rope_n_elem = static_cast<int>(*rotary * c.HeadSize());
     if (Status s = parameters ? ReadRopeScaling(f, &c, "rope_parameters") : ReadRopeScaling(f, &c); !s) return Fail(s.error());
@@ -312,12 +316,14 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
     // The sliding window: on every layer when given; for a family with an opt-in window (Qwen) only
     // with use_sliding_window, from layer max_window_layers on (or as layer_types lists, sliding
     // layers after full ones).
-    if (const json* w = f.Get("sliding_window")) {
+    // Llama's and GPT-NeoX's classes never read the key (their masks are causal alone): metadata there.
+    const bool windowed_family = type == "mistral" || row.window_opt_in;
+    if (const json* w = windowed_family ? f.Get("sliding_window") : nullptr) {
         if (!w->is_number_integer() || w->get<int64_t>() < 1 || w->get<int64_t>() > (1 << 30))
             return Fail(source + ": sliding_window must be a positive integer or null, got " + DescribeJson(*w));
         c.sliding_window = static_cast<int>(std::min<int64_t>(w->get<int64_t>(), 1 << 24));
-    } else if (type == "mistral" && !root.contains("sliding_window")) {
-        c.sliding_window = 4096;  // MistralConfig's default where the key is absent (null: none)
+    } else if (windowed_family && !root.contains("sliding_window")) {
+        c.sliding_window = 4096;  // MistralConfig's and Qwen's default where the key is absent (null: none; Qwen's only with use_sliding_window)
     }
     if (row.window_opt_in) {
         auto use = f.Bool("use_sliding_window", false);
@@ -327,7 +333,7 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
         if (!*use) c.sliding_window = 0;
         c.window_first_layer = static_cast<int>(std::min<int64_t>(*first, c.n_layer));
     }
-    if (const json* types = f.Get("layer_types")) {
+    if (const json* types = windowed_family ? f.Get("layer_types") : nullptr) {  // as sliding_window: metadata where never read
         if (!types->is_array() || types->size() != static_cast<size_t>(c.n_layer))
             return Fail(source + ": layer_types must list num_hidden_layers " + std::to_string(c.n_layer) + " entries, got " + DescribeJson(*types));
         int first_sliding = c.n_layer;
@@ -340,7 +346,9 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
             else if (first_sliding < l)
                 return Fail(source + ": layer_types: full attention at layer " + std::to_string(l) + " after sliding layers is not supported");
         }
-        if (first_sliding < c.n_layer && c.sliding_window == 0)
+        // use_sliding_window false takes the window away (transformers' Qwen configs set it None):
+        // every layer attends fully; a window the file never gives is the file's fault.
+        if (first_sliding < c.n_layer && c.sliding_window == 0 && !(windowed_family && f.Get("sliding_window")))
             return Fail(source + ": layer_types has sliding_attention layers but sliding_window is null");
         c.window_first_layer = first_sliding;
         if (first_sliding == c.n_layer) c.sliding_window = 0;
@@ -409,6 +417,17 @@ Result<ModelConfig> ParseConfig(std::string_view json_text, const std::string& s
         else if (a == "gelu") c.activation = Activation::Gelu;
         else return Fail(source + ": activation_function " + DescribeJson(*it) + " is not supported (expected gelu_new or gelu)");
     }
+    // GPT2MLP is n_inner wide where it is given (4 n_embd where null); GPT2Attention's switches that
+    // change the scores are refused by name (they were read as their defaults, other maps unsaid).
+    if (auto it = root.find("n_inner"); it != root.end() && !it->is_null()) {
+        auto inner = ReadPositiveInt(root, "n_inner", source);
+        if (!inner) return Fail(inner.error());
+        if (*inner != 4 * c.n_embd) c.intermediate_size = *inner;
+    }
+    for (const auto& [key, runs_as] : {std::pair<const char*, bool>{"scale_attn_by_inverse_layer_idx", false}, {"scale_attn_weights", true}})
+        if (auto it = root.find(key); it != root.end() && !it->is_null() && !(it->is_boolean() && it->get<bool>() == runs_as))
+            return Fail(source + ": " + key + " " + DescribeJson(*it) + " is not supported by ssaviz (it runs GPT-2's attention with " + key + " " +
+                        (runs_as ? "true" : "false") + ")");
 
     if (Status s = ReadSsaBlock(root, source, &c); !s) return Fail(s.error());
     return c;
@@ -737,6 +756,7 @@ nlohmann::json ConfigToJson(const ModelConfig& c) {
               {"layer_norm_epsilon", c.layer_norm_epsilon},
               {"activation_function", ToString(c.activation)}};
     if (!c.bias) j["bias"] = false;  // nanoGPT's bias = False: no bias anywhere (ParseConfig reads it)
+    if (c.intermediate_size > 0 && c.intermediate_size != 4 * c.n_embd) j["n_inner"] = c.intermediate_size;
     if (c.IsSsa()) j["ssa"] = SsaBlock(c);
     return j;
 }

@@ -196,4 +196,21 @@ std::string PieceToDisplay(std::string_view piece_bytes) {
     return out;
 }
 
+std::string PieceWithBytes(std::string_view piece_bytes) {
+    std::string out;
+    out.reserve(piece_bytes.size());
+    for (size_t i = 0; i < piece_bytes.size();) {
+        const Utf8Char c = DecodeUtf8(piece_bytes, i);
+        if (c.length == 0) {
+            char byte[8];
+            std::snprintf(byte, sizeof byte, "\\x%02X", static_cast<unsigned char>(piece_bytes[i++]));
+            out += byte;
+        } else {
+            out.append(piece_bytes.substr(i, c.length));
+            i += c.length;
+        }
+    }
+    return out;
+}
+
 }  // namespace model

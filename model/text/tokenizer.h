@@ -96,5 +96,9 @@ private:
 // A token's bytes as printable UTF-8: bytes that are not a complete character become U+FFFD
 // (model/text/utf8.h decides what a character is).
 std::string PieceToDisplay(std::string_view piece_bytes);
+// A piece alone, as a list of predictions names it: whole characters as themselves, each byte of a
+// character split over pieces as \xNN, `tokenize`'s spelling (as U+FFFD every such piece read
+// alike, and a list named three ids "\uFFFD").
+std::string PieceWithBytes(std::string_view piece_bytes);
 
 }  // namespace model

@@ -107,11 +107,15 @@ model::Status FitToModel(ExportOptions* options, const model::Analysis& a, bool 
     if (auto s = ResolveExportHeads(options, a.n_layer, a.n_head); !s) return s;
     if (auto s = CheckExportSettings(*options, a.HasBase()); !s && !(with_lens && ExportFormats(*options).empty())) return s;
     if (auto s = CheckHighlightHeld(*options, a); !s) return s;
-    // Figures too large to draw, as `ssaviz export` refuses them before writing (a long text's
-    // highlight at text scale 3 failed once written, exit 1, naming only --png-scale).
-    if (auto s = CheckHeatmapsFit(*options, a.n_tokens); !s) return s;
-    if (auto s = CheckHighlightFits(a.tokens.pieces, options->figures, options->png, options->svg); !s) return s;
     return CheckHighlightScope(options->figures, a.n_layer, a.n_head);
+}
+
+// Figures too large to draw, as `ssaviz export` refuses them before writing (a long text's
+// highlight at text scale 3 failed once written: --export-to exited 1, naming only --png-scale). It lays the
+// highlight out: the dialog asks once its settings or the analysis change, not every frame.
+model::Status FiguresFit(const ExportOptions& options, const model::Analysis& a) {
+    if (auto s = CheckHeatmapsFit(options, a.n_tokens); !s) return s;
+    return CheckHighlightFits(a.tokens.pieces, options.figures, options.png, options.svg);
 }
 
 // The lens runs the model as loaded: beside what-ifs its files would not be the shown analysis's
@@ -175,7 +179,7 @@ std::vector<ExportFile> ExportDialog::ExtraFiles(const WindowState& state, const
         if (lens->compare) sides.emplace_back(state.lens, &*lens->compare);
         if (lens->compare && lens->base) sides.emplace_back(state.lens, &*lens->base);
         const auto piece = [vocab = state.vocab](int32_t id) {  // as the Lens tab names them (model::PredictedPieces)
-            return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceToDisplay((*vocab)[id]) : std::string();
+            return vocab && id >= 0 && static_cast<size_t>(id) < vocab->size() ? model::PieceWithBytes((*vocab)[id]) : std::string();
         };
         ExportOptions at_query = options;
         AttributeAsShown(state, &at_query);
@@ -218,6 +222,10 @@ bool ExportDialog::Start(const WindowState& state) {
         }
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);  // a core stays with the UI
     if (auto s = FitToModel(&options, *state.analysis, m_with_lens && ExportableLens(state)); !s) {
+        m_error_exit = kExitUsage;
+        return m_error = s.error(), false;
+    }
+    if (auto s = FiguresFit(options, *state.analysis); !s) {
         m_error_exit = kExitUsage;
         return m_error = s.error(), false;
     }
@@ -521,6 +529,14 @@ void ExportDialog::DrawPreview(const WindowState& state) {
         m_plan = PlanExport(state.text, *state.analysis, *state.model, options);
         for (ExportFile& f : ExtraFiles(state, options)) m_plan.push_back(std::move(f));
         m_preview_path.clear();
+        const model::Status fits = FiguresFit(options, *state.analysis);
+        m_plan_refused = fits ? std::string() : fits.error();
+    }
+    if (!m_plan_refused.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1.0f));
+        ImGui::TextWrapped("%s", m_plan_refused.c_str());
+        ImGui::PopStyleColor();
+        return;
     }
     const std::vector<ExportFile>& plan = m_plan;
     std::vector<int> figures;

@@ -76,6 +76,7 @@ private:
     int m_preview_index = 0;
     std::vector<ExportFile> m_plan;  // what the current settings write, for the list and the preview
     std::string m_plan_key;          // the settings it was planned for
+    std::string m_plan_refused;      // why those settings' figures cannot be drawn (FiguresFit); empty: they can
     std::shared_ptr<const model::Analysis> m_plan_analysis;  // and the analysis (the plan refers into it)
     std::shared_ptr<const LensPair> m_plan_lens;             // and the lens whose files it holds
     const HeadImpacts* m_plan_ranking = nullptr;             // and the ranking whose files it holds

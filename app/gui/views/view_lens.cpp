@@ -9,6 +9,7 @@
 #include <imgui.h>
 
 #include "app/core/names.h"
+#include "app/export/export_figures.h"
 #include "app/gui/views/view_common.h"
 #include "viz/imgui/widgets.h"
 #include "viz/palette.h"
@@ -332,6 +333,9 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         for (size_t k = 0; k < shown.top_ids.size(); k += shown.top_k) m_pieces.push_back(Piece(state, shown.top_ids[k]));
         // A difference's cells, SSA's loss of the next token minus the other's, on a symmetric scale over the grid.
         m_difference = difference ? LensDifferenceOf(s, other) : LensDifference{};
+        // Beside a base, the fine-tune's differences on one scale, as the exported figures (lens_diff*).
+        if (difference && lens.compare && lens.base && state.analysis->HasBase() && !m_difference.delta.empty())
+            m_difference.most = FineTuneLensScale(s, *lens.compare, *lens.base).most;
     }
     if (difference && m_difference.delta.size() != cells) return;
     const float most = m_difference.most;

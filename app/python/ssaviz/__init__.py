@@ -245,7 +245,7 @@ _TEXT_KEYWORDS = ("no_titles", "text_scale")
 _FIGURE_KEYWORDS = {"heatmap()": ("colormap", "log", "size") + _TEXT_KEYWORDS, "heads_grid()": ("colormap", "log") + _TEXT_KEYWORDS,
                     "highlight()": ("temperature_scale",) + _TEXT_KEYWORDS, "lens_grid()": _TEXT_KEYWORDS}
 # and their keywords besides _TEXT_KEYWORDS
-_DLA_PLOTS = {"dla_bars": ("position", "target"), "dla_layers": ("position", "target"), "dla_heads": ("side",)}
+_DLA_PLOTS = {"dla_bars": ("position", "target"), "dla_layers": ("position", "target"), "dla_heads": ("side",), "dla_heads_change": ()}
 _RANK_PLOTS = ("head_impacts", "head_impacts_tokens", "head_impacts_drift_tokens")  # rank_heads()'s: _TEXT_KEYWORDS only
 _PLOT_KEYWORDS = {name: keywords + _TEXT_KEYWORDS for name, keywords in {
     "dilution": (), "tau_q_histogram": (), "qk_spectrum": (), "sink_mass": ("sink_eps",),
@@ -470,7 +470,7 @@ class Model:
         if handle.self_comparison_note:  # a model without temperatures against tau = 1: every difference 0
             import warnings
             warnings.warn(f"ssaviz: {where}: {handle.self_comparison_note}", stacklevel=2)
-        if handle.not_finite:  # a model or base that overflows: NaN rows, whose JS read 0 ("no change") in an array
+        if handle.not_finite and not core.run_step:  # NaN rows, whose JS read 0 ("no change"); a run's step is skipped, said so there
             import warnings
             warnings.warn(f"ssaviz: {where}: {handle.not_finite}; its rows' measures (entropy, JS, the decomposition) are not to be "
                           "read: export and the figures refuse it", RuntimeWarning, stacklevel=2)
@@ -892,8 +892,9 @@ class Analysis:
         by head / by layer on every side, position as a.dla's last axis counts it, -1 the default;
         target= "next" (the default), "top" (SSA's top prediction, at the last token too: -1 is then the
         last token) or "next-against-other" (the next token's logit less SSA's most likely other's), as
-        export's dla_target=) and "dla_heads"
-        (side= "ssa", "compare" or "base": each head's mean part); rank_heads()'s, as `export --rank-heads`
+        export's dla_target=), "dla_heads"
+        (side= "ssa", "compare" or "base": each head's mean part) and beside a base "dla_heads_change" (how
+        far fine-tuning moved each head's part, |SSA - tau = 1| and |tau = 1 - base|, mean over positions); rank_heads()'s, as `export --rank-heads`
         draws them (measured first where rank_heads() has not run): "head_impacts" (each head's
         temperatures' part, beside a base the drift's parts and path), "head_impacts_tokens" (each head's
         part token by token) and beside a base "head_impacts_drift_tokens" (the drift's path token by
@@ -912,6 +913,10 @@ class Analysis:
             text = _flags(w, {k: v for k, v in flags.items() if k in _TEXT_KEYWORDS})
             if name == "dla_heads":
                 return Figure(self._h.dla_figure(name, _str(w, "side", flags.get("side", "ssa")), 0, "next", text), name)
+            if name == "dla_heads_change":  # beside a base: each head's part, how far the temperatures and the drift moved it
+                if self.comparison_kind != "base":
+                    raise ValueError(f"plot({_r(name)}): the analysis has no base (analyze with compare=\"base\")")
+                return Figure(self._h.dla_figure(name, "ssa", 0, "next", text), name)
             # A position as a.dla's last axis counts them: the one that predicts, its next token's logit
             # split (-1: the last that has a next token, T - 2); target="top" splits SSA's top prediction,
             # which the last token has too (-1: T - 1, what comes after the text), "next-against-other" the
@@ -1039,6 +1044,7 @@ def show(model=None, text=None, **flags):
     if not isinstance(model, Model):
         raise ArgumentTypeError(f"{where}: model must be a Model or a path, not {type(model).__name__}")
     args = [_binary()] + list(model._core.window_args(_flags(where, flags)))
+    text_file = None  # a long text's, removed once the window has read it (a copy of the text stayed in /tmp)
     if text is not None:
         data = _text(where, text)
         nul = data.find(b"\0")
@@ -1050,17 +1056,42 @@ def show(model=None, text=None, **flags):
             with _tempfile.NamedTemporaryFile("wb", suffix=".txt", prefix="ssaviz-", delete=False) as f:
                 f.write(data)
             args += ["--text-file", f.name]
+            text_file = f.name
+
+    def remove_text_file():
+        if text_file:
+            try:
+                _os.remove(text_file)
+            except OSError:
+                pass
+
     errors = _tempfile.TemporaryFile()
     window = _subprocess.Popen(args, stdin=_subprocess.DEVNULL, stderr=errors, start_new_session=True)
     try:  # a window that cannot start (no GL, a bad flag) exits within moments: say why here
         code = window.wait(timeout=1.5)
     except _subprocess.TimeoutExpired:
+        if text_file:  # the window reads it as it starts, before its GL context: gone once it has (a minute on)
+            import atexit
+            import threading
+            import time
+            started = time.monotonic()
+            threading.Thread(target=lambda: (_wait_quietly(window, 60), remove_text_file()), daemon=True).start()
+            # A script that ends sooner takes the thread with it: removed then, once the window has had time to read it.
+            atexit.register(lambda: remove_text_file() if window.poll() is not None or time.monotonic() - started > 5 else None)
         return window
+    remove_text_file()
     errors.seek(0)
     message = errors.read().decode("utf-8", "replace").strip().splitlines()
     if code != 0:
         raise RuntimeError(f"{where}: the window exited with code {code}" + (f": {message[-1]}" if message else ""))
     return window
+
+
+def _wait_quietly(process, seconds):
+    try:
+        process.wait(timeout=seconds)
+    except _subprocess.TimeoutExpired:
+        pass
 
 
 def examples():

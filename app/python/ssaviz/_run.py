@@ -10,7 +10,6 @@ checkpoints are tasks, each worker opening its own; the results come back in ste
 import json
 import os
 import shutil
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -38,9 +37,7 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
         return step, None, str(e)
     with model:
         model._live().set_run_step()  # the run's base for every step (a base/ inside one step's folder is passed over)
-        with warnings.catch_warnings():  # a step that overflows is skipped below, said once as a skipped step
-            warnings.filterwarnings("ignore", message=r"ssaviz: analyze\(\): the analysis is not finite", category=RuntimeWarning)
-            a = model.analyze(text, compare=compare, truncate=truncate, base=base)
+        a = model.analyze(text, compare=compare, truncate=truncate, base=base)  # overflowing: skipped below, said so
         if a._h.not_finite:  # a step that overflows (a run that diverged): skipped, as `export --run` skips it
             return step, None, a._h.not_finite
         arrays = {k: np.array(v) for k, v in a.metrics.items()}

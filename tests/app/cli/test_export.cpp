@@ -237,7 +237,6 @@ TEST_F(Cli, ExportLensDlaTargetSplitsTheTopPredictionAndTheDifference) {
         const json &ssa = j["sides"][0], &tau1 = j["sides"][1];
         const float embed = ssa["embed"].get<float>();
         EXPECT_NEAR(tau1["through_ssa_divisor"]["embed"].get<float>(), embed, 1e-5f * std::max(1.0f, std::abs(embed)));
-        EXPECT_EQ(ssa["through_ssa_divisor"]["final_norm"].get<float>(), 0.0f);
         const double ratio = ssa["divisor"].get<double>() / tau1["divisor"].get<double>();
         EXPECT_NEAR(tau1["embed"].get<double>(), embed * ratio, 1e-5 * std::max(1.0f, std::abs(embed)));
     };
@@ -346,7 +345,8 @@ TEST_F(Cli, ExportLensAgainstABaseHasTheBasesLens) {
         EXPECT_TRUE(fs::is_regular_file(out + "/" + name + "_tau1.npy")) << name;
     }
     EXPECT_EQ(json::parse(ReadFile(out + "/lens_top_base.json")), json::parse(ReadFile(out + "_alone/lens_top.json")));
-    for (const char* figure : {"lens_base.svg", "dla_heads_base.svg"}) EXPECT_TRUE(fs::is_regular_file(out + "/" + figure)) << figure;
+    for (const char* figure : {"lens_base.svg", "dla_heads_base.svg", "lens_diff_drift.svg", "dla_heads_change.svg"})
+        EXPECT_TRUE(fs::is_regular_file(out + "/" + figure)) << figure;
     const std::string bars = ReadFile(out + "/dla_bars.svg");
     // Each side named with the logit its parts split (the bars, a top few heads, do not sum to it).
     for (const char* label : {">SSA (logit ", ">tau = 1 (logit ", ">base (logit "}) EXPECT_NE(bars.find(label), std::string::npos) << label;
@@ -698,6 +698,20 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         EXPECT_TRUE(step["entropy_base"].is_number() && step["js_total"].is_number()) << step.dump();
     }
     EXPECT_NE(timeline["steps"][0]["heads"]["js_total"], timeline["steps"][1]["heads"]["js_total"]) << "each step its own change";
+    EXPECT_EQ(r.err.find("differs in what is no weight"), std::string::npos) << r.err;
+    // A base that differs in what is no weight (RoPE's base) is said once for the run, as a lone
+    // export says it, and in run.json's rows (a run said nothing).
+    fs::copy(dir + "/base", dir + "/base_rope");
+    json lit = json::parse(ReadFile(dir + "/base_rope/lit_config.json"));
+    lit["rope_base"] = 500000;
+    std::ofstream(dir + "/base_rope/lit_config.json") << lit.dump();
+    const Outcome rope = Ssaviz({"export", "--run", run, "--base", dir + "/base_rope", "--text", text, "--out", dir + "/out_rope", "--format", "json"});
+    ASSERT_EQ(rope.code, 0) << rope.err;
+    const size_t note = rope.err.find("ssaviz: note: ");
+    ASSERT_NE(note, std::string::npos) << rope.err;
+    EXPECT_NE(rope.err.find("RoPE base", note), std::string::npos) << rope.err;
+    EXPECT_EQ(rope.err.find("ssaviz: note: ", note + 1), std::string::npos) << "once: " << rope.err;
+    EXPECT_NE(json::parse(ReadFile(dir + "/out_rope/run.json"))["steps"][0].value("base_difference", "").find("RoPE base"), std::string::npos);
     // The CSV's rows carry the same numbers (%.9g).
     std::istringstream lines(csv);
     std::string line;
@@ -744,6 +758,16 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         EXPECT_EQ(beside["steps"][k]["loss_base"], timeline["steps"][k]["loss_base"]) << k;
         EXPECT_EQ(fs::path(beside["steps"][k]["base"].get<std::string>()).lexically_normal(), fs::path(ft + "/base").lexically_normal()) << k;
     }
+    // A step that is the run's base itself (a link to it) is compared with itself, as the first step
+    // may be (it stopped the whole run once the steps before it had run: "no base model beside").
+    fs::create_directory_symlink(fs::absolute(ft + "/base"), ft + "/run/ssa/checkpoint-300");
+    r = Ssaviz({"export", "--run", ft + "/run/ssa", "--compare", "base", "--text", text, "--out", dir + "/out_itself", "--format", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json itself = json::parse(ReadFile(dir + "/out_itself/run.json"));
+    ASSERT_EQ(itself["steps"].size(), 3u);
+    EXPECT_EQ(itself["steps"][2]["step"], 300);
+    EXPECT_NEAR(itself["steps"][2]["loss"].get<double>(), itself["steps"][2]["loss_base"].get<double>(), 1e-6) << "the base against itself";
+    fs::remove(ft + "/run/ssa/checkpoint-300");
     // Without the run's base, a base inside a step's own folder is said to be passed over (the
     // message listed "a folder base/ inside ... its folder" as a place it looked in).
     fs::remove_all(ft + "/base");
@@ -1003,6 +1027,14 @@ TEST_F(Cli, ExportOptionErrorsNameTheFlag) {
         return Ssaviz(args);
     };
     ExpectOneLineError(with({"--maps", "ssa,sparse"}), 2, "'sparse'");
+    // --flag=value as --flag value (it was "unknown argument"); a switch takes none.
+    ExpectOneLineError(with({"--maps=ssa,sparse"}), 2, "'sparse'");
+    ExpectOneLineError(with({"--lens=yes"}), 2, "--lens takes no value ('--lens=yes')");
+    ExpectOneLineError(with({"--format=json", "--layers=9"}), 2, "--layers: layer 9 is out of range");
+    fs::remove_all(kOut + "/x");
+    EXPECT_EQ(with({"--format=json", "--layers=0", "--heads=1"}).code, 0);
+    EXPECT_TRUE(fs::is_regular_file(kOut + "/x/metrics.json"));
+    fs::remove_all(kOut + "/x");
     ExpectOneLineError(with({"--maps", "ssa,tau1"}), 2, "'tau1' is not one of ssa, compare, diff, base, base_diff (the comparison's map is 'compare', tau = 1's or a twin's)");
     ExpectOneLineError(with({"--compare", ""}), 2, "--compare is empty: give vanilla, local, unedited, base or a twin's folder");  // an unset $TWIN was tau = 1
     ExpectOneLineError(with({"--base", ""}), 2, "--base is empty: give a path");

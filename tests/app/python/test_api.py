@@ -214,6 +214,32 @@ def test_show_starts_the_window_and_returns_once_it_runs(tmp_path, monkeypatch):
     assert code == 0, err
 
 
+def test_show_leaves_no_copy_of_a_long_text(tmp_path, monkeypatch):
+    """A text past what an argument holds goes through a file the window reads as it starts: removed
+    then (every call left a copy of the text in the temporary folder for good). A NUL is refused in
+    show()'s words, as the window refuses it (subprocess said "embedded null byte")."""
+    monkeypatch.setenv("DISPLAY", os.environ.get("DISPLAY") or ":99")
+    log = tmp_path / "read.json"
+    fake = tmp_path / "fake-ssaviz"
+    fake.write_text("#!/usr/bin/python3\nimport json, sys, time\nf = sys.argv[sys.argv.index('--text-file') + 1]\n"
+                    f"json.dump([f, len(open(f, 'rb').read())], open({str(log)!r}, 'w'))\ntime.sleep(2)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("SSAVIZ_BINARY", str(fake))
+    m = ssaviz.load(require(SMALL))
+    text = "a long text " * 10000
+    p = ssaviz.show(m, text)
+    p.wait()
+    path, size = json.loads(log.read_text())
+    assert size == len(text)
+    for _ in range(100):
+        if not os.path.exists(path):
+            break
+        time.sleep(0.05)
+    assert not os.path.exists(path), path
+    with pytest.raises(ValueError, match=r"^show\(\): the text holds a NUL character at byte 1 "):
+        ssaviz.show(m, "a\0b")
+
+
 def test_show_raises_where_the_window_cannot_open(tmp_path, monkeypatch):
     """Issue 34: show() without a display, or with a window that exits at once, raises in the caller."""
     m = ssaviz.load(require(SMALL))
@@ -228,6 +254,17 @@ def test_show_raises_where_the_window_cannot_open(tmp_path, monkeypatch):
     monkeypatch.setenv("SSAVIZ_BINARY", str(fake))
     with pytest.raises(RuntimeError, match="exited with code 3: ssaviz: cannot open a window: no GLX"):
         ssaviz.show(m)
+
+
+def test_a_split_characters_byte_is_named_as_tokenize_spells_it():
+    """A piece that is one byte of a character split over pieces (GPT-2's id 160, the byte 0xE4) is
+    named \\xE4 in the lens's lists and predictions, as `tokenize` spells it (every such piece read
+    U+FFFD alike), and attribute() takes that name."""
+    m = ssaviz.load(require(SMALL))
+    a = m.analyze("The cat sat on the mat.")
+    assert a._h.id_pieces([160, 464]) == ["\\xE4", "The"]
+    by_name, by_id = a.attribute(2, "\\xE4"), a.attribute(2, 160)
+    assert np.array_equal(by_name["heads"], by_id["heads"]) and by_name["logit"] == by_id["logit"]
 
 
 def test_a_model_pickles_as_how_it_was_opened():
@@ -455,7 +492,7 @@ def test_compare_base_gives_three_sides_and_the_decomposition(tmp_path):
     # The attribution's figures too, as plot()s (only export(lens=True) drew them).
     for name, figure, flags in (("dla_bars", "dla_bars", {}), ("dla_layers", "dla_layers", {}), ("dla_heads", "dla_heads", {}),
                                 ("dla_heads", "dla_heads_tau1", {"side": "compare"}), ("dla_heads", "dla_heads_base", {"side": "base"}),
-                                ("dla_bars", "dla_bars", {"position": a.n_tokens - 2})):
+                                ("dla_bars", "dla_bars", {"position": a.n_tokens - 2}), ("dla_heads_change", "dla_heads_change", {})):
         assert a.plot(name, **flags).svg() == (tmp_path / "lens" / (figure + ".svg")).read_text(), (name, flags)
     # For a paper's column, without titles and with larger text: the same files as the export's.
     a.export(tmp_path / "lens_paper", formats=["svg"], lens=True, no_titles=True, text_scale=2)

@@ -171,6 +171,24 @@ TEST(ConfigParse, GeluPytorchTanhIsGeluNew) {
     EXPECT_EQ(r->activation, Activation::GeluNew);
 }
 
+// GPT2MLP is n_inner wide where it is given (it was read as 4 n_embd, and a real model refused naming
+// a key its config lacks); written back as n_inner. GPT2Attention's score switches are refused by
+// name where they are not what ssaviz runs (they were ignored: other maps than transformers', unsaid).
+TEST(ConfigParse, Gpt2NInnerIsReadAndAttentionSwitchesAreNamed) {
+    auto r = ParseConfig(Small(R"(, "n_inner": 40)"), "cfg.json");
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->MlpWidth(), 40);
+    EXPECT_EQ(model::ConfigToJson(*r)["n_inner"], 40);
+    auto usual = ParseConfig(Small(R"(, "n_inner": null, "scale_attn_weights": true, "scale_attn_by_inverse_layer_idx": false)"), "cfg.json");
+    ASSERT_TRUE(usual.ok()) << usual.error();
+    EXPECT_EQ(usual->MlpWidth(), 64);
+    EXPECT_FALSE(model::ConfigToJson(*usual).contains("n_inner"));
+    std::string e = ParseError(Small(R"(, "scale_attn_by_inverse_layer_idx": true)"));
+    EXPECT_TRUE(Has(e, "cfg.json: scale_attn_by_inverse_layer_idx true is not supported by ssaviz")) << e;
+    e = ParseError(Small(R"(, "scale_attn_weights": false)"));
+    EXPECT_TRUE(Has(e, "scale_attn_weights false is not supported")) << e;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad inputs: one per test, each error names the file, key and value
 

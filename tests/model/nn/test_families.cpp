@@ -762,9 +762,22 @@ TEST(FamiliesHf, NewerConfigKeysAreReadAsTransformersReadsThem) {
     EXPECT_EQ(n.rope_base, 500000.0);
     EXPECT_EQ(n.rope_llama3.factor, 8.0);
     EXPECT_EQ(model::DescribeArchitecture(n), model::DescribeArchitecture(o));
+    // Llama's class never reads sliding_window (its mask is causal alone): neither does ssaviz (it windowed every layer).
+    auto llama = model::Engine::Open(Patched("hf_llama3", "llama_window", {{"sliding_window", 4}}), "cpu");
+    ASSERT_TRUE(llama.ok()) << llama.error();
+    EXPECT_EQ((*llama)->Info().config.AttentionWindow(1), 0);
+    // Qwen's layer_types with sliding layers while use_sliding_window is false: no window, as transformers
+    // reads it (it was refused, "sliding_window is null", of a file that gives one).
+    auto qwen = model::Engine::Open(Patched("hf_qwen2", "qwen_types", {{"use_sliding_window", false}, {"sliding_window", 4},
+                                                                       {"layer_types", {"full_attention", "sliding_attention"}}}), "cpu");
+    ASSERT_TRUE(qwen.ok()) << qwen.error();
+    EXPECT_EQ((*qwen)->Info().config.AttentionWindow(1), 0);
     auto absent = model::Engine::Open(Patched("hf_mistral", "window_absent", {{"sliding_window", nullptr}}), "cpu");
     ASSERT_TRUE(absent.ok()) << absent.error();
     EXPECT_EQ((*absent)->Info().config.AttentionWindow(0), 4096);
+    auto qwen_absent = model::Engine::Open(Patched("hf_qwen2", "qwen_window_absent", {{"sliding_window", nullptr}}), "cpu");  // use_sliding_window true
+    ASSERT_TRUE(qwen_absent.ok()) << qwen_absent.error();
+    EXPECT_EQ((*qwen_absent)->Info().config.AttentionWindow(1), 4096);
     // Written back, a mistral model without a window says so (null), and reads back as none.
     model::ModelConfig none = (*absent)->Info().config;
     none.sliding_window = 0;
