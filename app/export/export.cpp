@@ -999,19 +999,8 @@ DlaShown ThroughSsaDivisor(const DlaShown& shown) {
     const float to = shown.sides[0].divisor;
     for (DlaColumn& side : out.sides) {
         if (!(side.divisor > 0.0f)) continue;
-        std::vector<float> parts = side.heads;
-        parts.insert(parts.end(), side.mlp.begin(), side.mlp.end());
-        parts.push_back(side.embed);
-        parts.push_back(side.biases);
-        parts = model::PartsThroughDivisor(parts, side.divisor, side.free, to);
-        const size_t heads = side.heads.size(), layers = side.mlp.size();
-        std::copy_n(parts.begin(), heads, side.heads.begin());
-        std::copy_n(parts.begin() + static_cast<std::ptrdiff_t>(heads), layers, side.mlp.begin());
-        side.embed = parts[heads + layers];
-        side.biases = parts[heads + layers + 1];
-        double sum = 0;
-        for (float v : parts) sum += v;
-        side.norm = &side == &out.sides[0] ? 0.0f : static_cast<float>(side.logit - sum);
+        const float norm = model::ReadThroughDivisor(&side.heads, &side.mlp, &side.embed, &side.biases, side.divisor, side.free, to, side.logit);
+        side.norm = &side == &out.sides[0] ? 0.0f : norm;
         side.divisor = to;
     }
     return out;

@@ -411,4 +411,21 @@ std::vector<float> PartsThroughDivisor(const std::vector<float>& parts, float di
     return out;
 }
 
+float ReadThroughDivisor(std::vector<float>* heads, std::vector<float>* mlp, float* embed, float* constants, float divisor, float free, float to,
+                         float logit) {
+    std::vector<float> parts = *heads;
+    parts.insert(parts.end(), mlp->begin(), mlp->end());
+    parts.push_back(*embed);
+    parts.push_back(*constants);
+    parts = PartsThroughDivisor(parts, divisor, free, to);
+    const size_t h = heads->size(), l = mlp->size();
+    std::copy_n(parts.begin(), h, heads->begin());
+    std::copy_n(parts.begin() + static_cast<std::ptrdiff_t>(h), l, mlp->begin());
+    *embed = parts[h + l];
+    *constants = parts[h + l + 1];
+    double sum = 0;
+    for (float v : parts) sum += v;
+    return static_cast<float>(logit - sum);
+}
+
 }  // namespace model

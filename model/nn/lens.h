@@ -112,6 +112,10 @@ struct LensAt {
 // through their own, a part that wrote the same vector reads apart by the ratio of the divisors.
 // The side's logit less the result's sum is what its own divisor adds (its "final norm" part).
 std::vector<float> PartsThroughDivisor(const std::vector<float>& parts, float divisor, float free, float to);
+// The same on parts held by kind (heads [L H], MLPs [L], the embeddings, the constants), in place;
+// returns what the side's own divisor adds to its `logit` (the logit less the parts' new sum).
+float ReadThroughDivisor(std::vector<float>* heads, std::vector<float>* mlp, float* embed, float* constants, float divisor, float free, float to,
+                         float logit);
 // `stream` must be RunLensStream's of the same model and ids. (L + 1) rows through the final norm
 // and the head: about 1 GFLOP for GPT-2 small's shape, whatever the text's length.
 Result<LensAt> LensAtPosition(const SsaGpt& model, const LensStream& stream, const std::vector<int32_t>& ids, int64_t position,

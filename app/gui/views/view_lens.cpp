@@ -74,20 +74,8 @@ LensView::Parts LensView::PartsOf(const model::LensAt& x, int n_layer, int n_hea
 
 LensView::Parts LensView::ThroughDivisor(const Parts& x, float to) {
     if (!(x.divisor > 0.0f) || !(to > 0.0f) || x.heads.empty()) return x;
-    std::vector<float> flat = x.heads;
-    flat.insert(flat.end(), x.mlp.begin(), x.mlp.end());
-    flat.push_back(x.embed);
-    flat.push_back(x.constants);
-    flat = model::PartsThroughDivisor(flat, x.divisor, x.free, to);
     Parts p = x;
-    const size_t heads = x.heads.size(), layers = x.mlp.size();
-    std::copy_n(flat.begin(), heads, p.heads.begin());
-    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(heads), layers, p.mlp.begin());
-    p.embed = flat[heads + layers];
-    p.constants = flat[heads + layers + 1];
-    double sum = 0;
-    for (float v : flat) sum += v;
-    p.norm = static_cast<float>(x.logit - sum);
+    p.norm = model::ReadThroughDivisor(&p.heads, &p.mlp, &p.embed, &p.constants, x.divisor, x.free, to, x.logit);
     p.divisor = to;
     return p;
 }
