@@ -186,6 +186,32 @@ std::optional<LensTarget> ParseLensTarget(const std::string& name) {
     return std::nullopt;
 }
 
+const char* ToString(LensGrid grid) {
+    switch (grid) {
+        case LensGrid::Ssa: return ToString(MapMode::Ssa);
+        case LensGrid::Compare: return ToString(MapMode::Compare);
+        case LensGrid::Difference: return ToString(MapMode::Difference);
+        case LensGrid::Base: return ToString(MapMode::Base);
+        case LensGrid::BaseDifference: return ToString(MapMode::BaseDifference);
+        case LensGrid::Drift: return "drift";
+    }
+    return "?";
+}
+
+std::optional<LensGrid> ParseLensGrid(const std::string& name) {
+    if (name == "drift") return LensGrid::Drift;
+    const std::optional<MapMode> mode = ParseMapMode(name);  // with the names it reads besides (vanilla, diff_base)
+    if (!mode) return std::nullopt;
+    switch (*mode) {
+        case MapMode::Ssa: return LensGrid::Ssa;
+        case MapMode::Compare: return LensGrid::Compare;
+        case MapMode::Difference: return LensGrid::Difference;
+        case MapMode::Base: return LensGrid::Base;
+        case MapMode::BaseDifference: return LensGrid::BaseDifference;
+    }
+    return std::nullopt;
+}
+
 std::optional<viz::Colormap> ParseColormap(const std::string& name) {
     // An attention map's colours: the diverging map is the differences' own, never chosen.
     for (viz::Colormap c : {viz::Colormap::Viridis, viz::Colormap::Magma})

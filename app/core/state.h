@@ -31,6 +31,10 @@ enum class RankingView { Table, Tokens, Drift, DriftParts };
 // prediction there, or the next token's logit minus that of SSA's most likely other token (the
 // logit difference: which parts make the model prefer the one over the other).
 enum class LensTarget { Next, Top, NextAgainstOther };
+// What the Lens tab's grid shows: a side's logit lens, or one side's loss of the next token minus
+// another's: SSA's minus the comparison's (Difference) or the base's (BaseDifference), and beside a
+// base the other weights' drift, tau = 1's minus the base's. Its names are MapMode's, and "drift".
+enum class LensGrid { Ssa, Compare, Difference, Base, BaseDifference, Drift };
 
 struct HeadRef {
     int layer = 0;
@@ -81,8 +85,9 @@ struct ViewSettings {
     std::string matrix_metric = "entropy";  // the layer x head matrix: a HeadValue key
     std::string run_curve = "entropy";      // the Run tab's curve: a RunCurveKeys() key (app/export/run_curves.h)
     // The Lens tab's grid: a side's logit lens (SSA, comparison, base), or how SSA's loss of the next
-    // token differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer).
-    MapMode lens_map = MapMode::Ssa;
+    // token differs from another side's (diff, base_diff: what fine-tuning changed, layer by layer;
+    // drift: what the other weights' drift changed).
+    LensGrid lens_map = LensGrid::Ssa;
     RankingView ranking = RankingView::Table;
     LensTarget lens_target = LensTarget::Next;
     float grid_cell = 0;                     // heads grid thumbnail side in pixels, 0: fit the pane
@@ -204,6 +209,8 @@ const char* ToString(RankingView view);
 std::optional<RankingView> ParseRankingView(const std::string& name);  // table | tokens | drift | drift-parts
 const char* ToString(LensTarget target);
 std::optional<LensTarget> ParseLensTarget(const std::string& name);  // next | top | next-against-other
+const char* ToString(LensGrid grid);
+std::optional<LensGrid> ParseLensGrid(const std::string& name);  // ssa | compare | diff | base | base_diff | drift
 std::optional<viz::Colormap> ParseColormap(const std::string& name); // viridis | magma
 // A session's colour map: as ParseColormap, and an older session's "diverging" (the difference
 // maps' own, never an attention map's) as viridis.

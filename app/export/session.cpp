@@ -303,7 +303,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.Read("per_head_scale", &vs.per_head_scale);
         v.ReadEnum("matrix_metric", &vs.matrix_metric, MatrixValueName, HeadValueKeys() + ", " + kStepsToSparsityKey);
         v.ReadEnum("run_curve", &vs.run_curve, RunCurveName, RunCurveNames());
-        v.ReadEnum("lens_map", &vs.lens_map, ParseMapMode, "ssa, compare, diff, base, base_diff");
+        v.ReadEnum("lens_map", &vs.lens_map, ParseLensGrid, "ssa, compare, diff, base, base_diff, drift");
         v.ReadEnum("ranking", &vs.ranking, ParseRankingView, "table, tokens, drift, drift-parts");
         v.ReadEnum("lens_target", &vs.lens_target, ParseLensTarget, "next, top, next-against-other");
         v.Read("grid_cell", &vs.grid_cell);

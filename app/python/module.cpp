@@ -509,8 +509,11 @@ std::vector<int64_t> PieceIds(const AnalysisHandle& h, const std::string& piece,
 }
 
 // Position `position`'s parts for the logit of `token`: [L H + L + 2] (heads layer-major, MLPs,
-// embeddings, constants), as Engine::Attribute's.
-py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, const std::string& side_name) {
+// embeddings, constants), as Engine::Attribute's, then the logit they sum to, the final norm's
+// divisor and the constants' share outside it (dla_at.json's). With `through_ssa`, the parts read
+// through SSA's divisor at that position (model::PartsThroughDivisor), then that divisor and what
+// the side's own adds (its "final norm" part): [parts, logit, divisor, free, ssa's divisor, final norm].
+py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, const std::string& side_name, bool through_ssa) {
     const model::MapSide side = Side(h, side_name);
     if (position < 0 || position >= h.A().n_tokens)
         throw BadArgument("position " + std::to_string(position) + " is out of range (the text has " + std::to_string(h.A().n_tokens) + " tokens)");
@@ -527,7 +530,19 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
         auto result = engine.RunLensAt(h.A().tokens.ids, side, position, static_cast<int32_t>(token));
         if (!result) throw BadArgument(result.error());
         parts = std::make_shared<std::vector<float>>(std::move(result->parts));
-        parts->push_back(result->logit);  // last: the logit the parts sum to, as dla_at.json's "logit"
+        float to = result->divisor;
+        if (through_ssa && side != model::MapSide::Ssa) {
+            auto ssa = engine.RunLensAt(h.A().tokens.ids, model::MapSide::Ssa, position, static_cast<int32_t>(token));
+            if (!ssa) throw BadArgument(ssa.error());
+            to = ssa->divisor;
+            *parts = model::PartsThroughDivisor(*parts, result->divisor, result->free, to);
+        }
+        double sum = 0;
+        for (float v : *parts) sum += v;
+        // After the parts: the logit they sum to (dla_at.json's "logit"), the side's divisor and free
+        // constants, and with through_ssa SSA's divisor and what the side's own adds.
+        parts->insert(parts->end(), {result->logit, result->divisor, result->free});
+        if (through_ssa) parts->insert(parts->end(), {to, static_cast<float>(result->logit - sum)});
     }
     return View(parts, parts->data(), {Size(parts->size())});
 }
@@ -1319,7 +1334,7 @@ PYBIND11_MODULE(_ssaviz, m) {
         .def("id_pieces", &IdPieces)
         .def("piece_ids", &PieceIds, py::arg("piece"), py::arg("raw") = false)
         .def("rank_heads", &RankHeads, py::arg("progress") = true)
-        .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa");
+        .def("attribute", &Attribute, py::arg("position"), py::arg("token"), py::arg("side") = "ssa", py::arg("through_ssa") = false);
 
     py::class_<FigureHandle>(m, "Figure")
         .def_property_readonly("width", [](const FigureHandle& f) { return f.figure.Width; })

@@ -268,46 +268,61 @@ void LensView::DrawColumn(WindowState& state, const LensAtPair& at, const std::s
     }
 }
 
-MapMode LensView::GridMode(const WindowState& state, const LensPair& lens) {
-    const MapMode asked = state.settings.lens_map;
-    const Side side = ReadSide(asked);
-    const bool has = side == Side::Ssa || (side == Side::Compare && lens.compare) || (side == Side::Base && lens.base);
-    return has ? asked : MapMode::Ssa;  // the setting stays, for the next lens that has that side
+LensView::GridSides LensView::SidesOf(const WindowState& state, const LensPair& lens, LensGrid grid, const std::string& compare_name) {
+    const model::Lens* compare = lens.compare ? &*lens.compare : nullptr;
+    const model::Lens* base = lens.base ? &*lens.base : nullptr;
+    switch (grid) {
+        case LensGrid::Ssa: return {&lens.ssa, nullptr, "SSA", ""};
+        case LensGrid::Compare: return {compare, nullptr, compare_name, ""};
+        case LensGrid::Base: return {base, nullptr, "base", ""};
+        case LensGrid::Difference: return {compare ? &lens.ssa : nullptr, compare, "SSA", compare_name};
+        case LensGrid::BaseDifference: return {base ? &lens.ssa : nullptr, base, "SSA", "base"};
+        case LensGrid::Drift:  // beside a base the comparison is SSA's weights at tau = 1
+            return {base && state.analysis->HasBase() ? compare : nullptr, base, compare_name, "base"};
+    }
+    return {};
+}
+
+LensGrid LensView::GridMode(const WindowState& state, const LensPair& lens) {
+    const LensGrid asked = state.settings.lens_map;
+    return SidesOf(state, lens, asked, "").from ? asked : LensGrid::Ssa;  // the setting stays, for the next lens that has that side
 }
 
 void LensView::DrawGridModes(WindowState& state, const LensPair& lens, const std::string& compare_name) {
-    struct Choice {
-        MapMode mode;
-        std::string label;
-        bool shown;
-    };
-    const Choice choices[] = {{MapMode::Ssa, "SSA", true},
-                              {MapMode::Compare, compare_name, lens.compare.has_value()},
-                              {MapMode::Difference, "SSA - " + compare_name, lens.compare.has_value()},
-                              {MapMode::Base, "base", lens.base.has_value()},
-                              {MapMode::BaseDifference, "SSA - base", lens.base.has_value()}};
-    const MapMode mode = GridMode(state, lens);
+    const std::pair<LensGrid, std::string> choices[] = {{LensGrid::Ssa, "SSA"},
+                                                        {LensGrid::Compare, compare_name},
+                                                        {LensGrid::Difference, "SSA - " + compare_name},
+                                                        {LensGrid::Base, "base"},
+                                                        {LensGrid::BaseDifference, "SSA - base"},
+                                                        {LensGrid::Drift, compare_name + " - base"}};
+    const LensGrid mode = GridMode(state, lens);
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Grid");
     const float radio = ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x;
-    for (const Choice& c : choices) {
-        if (!c.shown) continue;
-        SameLineIfFits(radio + ImGui::CalcTextSize(c.label.c_str()).x);  // a narrow pane takes the rest on the next line
-        if (ImGui::RadioButton((c.label + "##lens_grid_mode").c_str(), mode == c.mode)) state.settings.lens_map = c.mode;
+    for (const auto& [grid, label] : choices) {
+        if (!SidesOf(state, lens, grid, compare_name).from) continue;
+        SameLineIfFits(radio + ImGui::CalcTextSize(label.c_str()).x);  // a narrow pane takes the rest on the next line
+        if (ImGui::RadioButton((label + "##lens_grid_mode").c_str(), mode == grid)) state.settings.lens_map = grid;
+        if (grid == LensGrid::Drift && ImGui::IsItemHovered())
+            viz::Tooltip("The other weights' drift: %s's loss of the next token minus the base's. With the temperatures'\n"
+                         "part (SSA - %s) it makes all that fine-tuning changed (SSA - base); the three on one scale.",
+                         compare_name.c_str(), compare_name.c_str());
     }
     SameLineIfFits(ImGui::CalcTextSize("(?)").x);
-    viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by SSA's loss of the actual next token "
-                    "(-log p) minus the other side's, in nats, read after that layer (blue: SSA predicts it better, red: worse, as "
+    viz::HelpMarker("Whose logit lens the grid shows. The differences colour each cell by one side's loss of the actual next token "
+                    "(-log p) minus another's, in nats, read after that layer (blue: the first predicts it better, red: worse, as "
                     "the token strip's and the Fine-tune tab's loss changes): with a base, where in depth and in the text "
-                    "fine-tuning changed the prediction.");
+                    "fine-tuning changed the prediction, and which of its parts did: the temperatures (SSA - tau = 1) or the "
+                    "other weights' drift (tau = 1 - base).");
 }
 
-void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name, int position) {
-    const bool difference = IsDifference(mode);
-    const Side side = ReadSide(mode);
-    const model::Lens& s = lens.ssa;
-    const model::Lens& other = side == Side::Base ? *lens.base : side == Side::Compare ? *lens.compare : s;
-    const model::Lens& shown = difference ? s : other;  // whose pieces and top lists the cells name
+void LensView::DrawGrid(WindowState& state, const LensPair& lens, LensGrid mode, const std::string& compare_name, int position) {
+    const GridSides sides = SidesOf(state, lens, mode, compare_name);
+    if (!sides.from) return;
+    const bool difference = sides.minus != nullptr;
+    const model::Lens& s = *sides.from;  // a difference's first side, or the side shown
+    const model::Lens& other = difference ? *sides.minus : s;
+    const model::Lens& shown = s;  // whose pieces and top lists the cells name
     const int rows = s.n_layer + 1, T = s.n_tokens, n = T - 1;
     const size_t cells = static_cast<size_t>(rows) * n;
     auto whole = [&](const model::Lens& x) {
@@ -319,16 +334,17 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         m_for_mode = mode;
         m_pieces.clear();
         for (size_t k = 0; k < shown.top_ids.size(); k += shown.top_k) m_pieces.push_back(Piece(state, shown.top_ids[k]));
-        // A difference's cells, SSA's loss of the next token minus the other's, on a symmetric scale over the grid.
+        // A difference's cells, the first side's loss of the next token minus the other's, on a symmetric scale over the grid.
         m_difference = difference ? LensDifferenceOf(s, other) : LensDifference{};
         // Beside a base, the fine-tune's differences on one scale, as the exported figures (lens_diff*).
         if (difference && lens.compare && lens.base && state.analysis->HasBase() && !m_difference.delta.empty())
-            m_difference.most = FineTuneLensScale(s, *lens.compare, *lens.base).most;
+            m_difference.most = FineTuneLensScale(lens.ssa, *lens.compare, *lens.base).most;
     }
     if (difference && m_difference.delta.size() != cells) return;
     const float most = m_difference.most;
     auto delta = [&](size_t i) { return m_difference.delta[i]; };
-    const std::string other_name = side == Side::Base ? "base" : compare_name;
+    const std::string& first_name = sides.from_name;
+    const std::string& other_name = difference ? sides.minus_name : sides.from_name;
     const float line = ImGui::GetTextLineHeight();
     const float label_w = std::max(ImGui::CalcTextSize("embeddings").x, ImGui::CalcTextSize(RowName(rows - 1).c_str()).x) + 8.0f;
     const float cell_h = std::clamp(std::floor((ImGui::GetContentRegionAvail().y * 0.45f - line) / rows), 4.0f, line + 4.0f);
@@ -346,9 +362,10 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
     // The caption wraps in a narrow pane between words (ImGui's own wrap broke "+6.26" after its '.').
     if (difference) {
         char caption[512];
-        std::snprintf(caption, sizeof caption, "colour: loss of the next token, SSA - %s: -%.3g (blue: SSA predicts it better) to +%.3g (red: worse) "
-                      "nats%s; %s: SSA's prediction",
-                      other_name.c_str(), most, most, m_difference.Clips() ? " *" : "", naming);
+        std::snprintf(caption, sizeof caption, "colour: loss of the next token, %s - %s: -%.3g (blue: %s predicts it better) to +%.3g (red: worse) "
+                      "nats%s; %s: %s's prediction",
+                      first_name.c_str(), other_name.c_str(), most, first_name.c_str(), most, m_difference.Clips() ? " *" : "", naming,
+                      first_name.c_str());
         Caption(caption);
         if (m_difference.Clips() && ImGui::IsItemHovered())
             viz::Tooltip("The scale ends at the 99th percentile of the cells' |difference|, %.3g nats; the largest, %.3g, and the\n"
@@ -356,7 +373,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
                               m_difference.most, m_difference.largest);
     }
     else
-        Caption("colour: p(the next token) after each layer" + (side == Side::Ssa ? std::string() : " (" + other_name + ")") +
+        Caption("colour: p(the next token) after each layer" + (mode == LensGrid::Ssa ? std::string() : " (" + other_name + ")") +
                 ", log scale 1e-4 (dark) to 1; " + naming + ": the token it predicts; columns: the query positions, each predicting the token after it");
     // A cell's colour, and whether its piece is written on it in white.
     auto shade_of = [&](int r, int t) -> std::pair<viz::Rgba8, bool> {
@@ -393,7 +410,7 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         ImGui::SameLine(0.0f, gap);
         const ImVec2 bar_size(bar_w, std::max(line * 3.0f, rows * cell_h));
         if (difference)
-            viz::ColorBar("##lens_colorbar", ("loss of the next token, SSA - " + other_name + " (nats)").c_str(), viz::Colormap::Diverging,
+            viz::ColorBar("##lens_colorbar", ("loss of the next token, " + first_name + " - " + other_name + " (nats)").c_str(), viz::Colormap::Diverging,
                           viz::Range{-most, most}, false, bar_size);
         else
             viz::ColorBar("##lens_colorbar", "p(the next token)", viz::Colormap::Viridis, viz::Range{1e-4f, 1.0f}, true, bar_size);
@@ -415,9 +432,9 @@ void LensView::DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, 
         const std::string where = RowName(hovered_row) + ", position " + std::to_string(hovered_t) + " '" +
                                   TokenLabel(a.tokens.pieces[hovered_t]) + "'\nnext token '" + TokenLabel(a.tokens.pieces[hovered_t + 1]) + "': ";
         if (difference)
-            viz::Tooltip("%sp = %.4g SSA, %.4g %s (loss change %+.3f nats)\nSSA's most likely:%s\n%s's most likely:%s", where.c_str(),
-                              std::exp(-s.loss[i]), std::exp(-other.loss[i]), other_name.c_str(), delta(i), top_of(s).c_str(),
-                              other_name.c_str(), top_of(other).c_str());
+            viz::Tooltip("%sp = %.4g %s, %.4g %s (loss change %+.3f nats)\n%s's most likely:%s\n%s's most likely:%s", where.c_str(),
+                              std::exp(-s.loss[i]), first_name.c_str(), std::exp(-other.loss[i]), other_name.c_str(), delta(i),
+                              first_name.c_str(), top_of(s).c_str(), other_name.c_str(), top_of(other).c_str());
         else
             viz::Tooltip("%sp = %.4g (loss %.3f)\nmost likely:%s", where.c_str(), std::exp(-other.loss[i]), other.loss[i],
                               top_of(other).c_str());

@@ -40,11 +40,19 @@ private:
     // that wrote the same on two sides reads the same.
     static Parts ThroughDivisor(const Parts& x, float to);
 
+    // The lens a grid shows (`from`), or a difference's two: `from`'s loss minus `minus`'s; a null
+    // `from` where `lens` lacks a side it needs.
+    struct GridSides {
+        const model::Lens* from = nullptr;
+        const model::Lens* minus = nullptr;
+        std::string from_name, minus_name;
+    };
+    static GridSides SidesOf(const WindowState& state, const LensPair& lens, LensGrid grid, const std::string& compare_name);
     // What the grid can show of `lens` (a side it lacks: SSA's), and the radios that choose it.
-    static MapMode GridMode(const WindowState& state, const LensPair& lens);
+    static LensGrid GridMode(const WindowState& state, const LensPair& lens);
     void DrawGridModes(WindowState& state, const LensPair& lens, const std::string& compare_name);
     // `position`: the query the attribution below is of, framed (and scrolled to when it changes).
-    void DrawGrid(WindowState& state, const LensPair& lens, MapMode mode, const std::string& compare_name, int position);
+    void DrawGrid(WindowState& state, const LensPair& lens, LensGrid mode, const std::string& compare_name, int position);
     void DrawColumn(WindowState& state, const LensAtPair& at, const std::string& compare_name);
     // "Attribute: the next token | SSA's top prediction | next against other" (state.lens_target); at
     // the last token, SSA's top prediction alone.
@@ -54,7 +62,7 @@ private:
                          const std::string& compare_name);
 
     std::shared_ptr<const LensPair> m_for;       // what m_pieces and m_difference were made for
-    MapMode m_for_mode = MapMode::Ssa;           // and which grid
+    LensGrid m_for_mode = LensGrid::Ssa;         // and which grid
     int m_grid_query = -1;                       // the position the grid last scrolled to
     std::vector<std::string> m_pieces;           // [L + 1, T]: the top-1 piece of each cell
     LensDifference m_difference;                 // a difference grid's cells and scale

@@ -800,19 +800,31 @@ class Analysis:
         probs = lens["top_probs"][layer, position, :k]
         return list(zip(self._h.id_pieces(ids), (float(p) for p in probs)))
 
-    def attribute(self, position, token, side="ssa"):
+    def attribute(self, position, token, side="ssa", through="own"):
         """Each part's share of the logit of `token` (an id, or a piece as ssaviz shows it: the
         text's pieces, lens_top()'s, predictions()', a stray byte as `tokenize` writes it, "\\xC2") at `position` (-1: the last token, T - 1, which
         predicts past the text; a.dla's -1 is T - 2, the last with a next token): a dict with heads
         [L, H], mlp [L], embed and const (floats), and logit, the logit they sum to (float32's
-        rounding apart), as dla_at.json's."""
+        rounding apart), as dla_at.json's; divisor, the side's final-norm divisor they were read
+        through, and const_free, the constants' share outside it (every other part scales as
+        1 / divisor). through="ssa" reads another side's parts through SSA's divisor, as the Lens tab
+        and dla_at.json's through_ssa_divisor do, so that a part that wrote the same vector reads
+        the same on both sides: then ssa_divisor, and final_norm, what the side's own divisor adds
+        (the parts and final_norm sum to logit)."""
         w = "attribute()"
         if isinstance(token, str):
             token = self._piece_id(w, token)
-        parts = self._h.attribute(_position(w, position, self.n_tokens), _int(w, "token", token), _str(w, "side", side))
+        through = _str(w, "through", through)
+        if through not in ("own", "ssa"):
+            raise ValueError(f"{w}: through must be \"own\" or \"ssa\", not {_r(through)}")
+        parts = self._h.attribute(_position(w, position, self.n_tokens), _int(w, "token", token), _str(w, "side", side), through == "ssa")
         L, H = self.n_layer, self.n_head
-        return {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[-3]),
-                "const": float(parts[-2]), "logit": float(parts[-1])}
+        n = L * H + L + 2
+        out = {"heads": parts[:L * H].reshape(L, H), "mlp": parts[L * H:L * H + L], "embed": float(parts[n - 2]),
+               "const": float(parts[n - 1]), "logit": float(parts[n]), "divisor": float(parts[n + 1]), "const_free": float(parts[n + 2])}
+        if through == "ssa":
+            out["ssa_divisor"], out["final_norm"] = float(parts[n + 3]), float(parts[n + 4])
+        return out
 
     def _piece_id(self, w, piece):
         """The id whose piece is `piece` as ssaviz shows pieces. Where two ids show alike (a piece

@@ -52,7 +52,7 @@ app::Session Example() {
     s.settings.per_head_scale = true;
     s.settings.matrix_metric = "sink_mass";
     s.settings.run_curve = "js_drift";
-    s.settings.lens_map = app::MapMode::BaseDifference;
+    s.settings.lens_map = app::LensGrid::Drift;
     s.settings.ranking = app::RankingView::Drift;
     s.settings.lens_target = app::LensTarget::NextAgainstOther;
     s.settings.grid_cell = 64;
@@ -128,7 +128,7 @@ TEST(Session, RoundTripsEveryField) {
     EXPECT_FLOAT_EQ(back->settings.layout.center, 0.5f);
     EXPECT_EQ(back->settings.map_mode, app::MapMode::Difference);
     EXPECT_EQ(back->settings.run_curve, "js_drift");
-    EXPECT_EQ(back->settings.lens_map, app::MapMode::BaseDifference);
+    EXPECT_EQ(back->settings.lens_map, app::LensGrid::Drift);
     EXPECT_EQ(back->settings.ranking, app::RankingView::Drift);
     EXPECT_EQ(back->settings.lens_target, app::LensTarget::NextAgainstOther);
     EXPECT_EQ(back->export_options.figures.highlight_head.head, 2);
@@ -275,8 +275,14 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     ASSERT_TRUE(s) << s.error();
     EXPECT_EQ(s->settings.ranking, app::RankingView::DriftParts);
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "drift"}}}});
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.lens_map, app::LensGrid::Drift);
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "diff_base"}}}});  // as ParseMapMode reads it
+    ASSERT_TRUE(s) << s.error();
+    EXPECT_EQ(s->settings.lens_map, app::LensGrid::BaseDifference);
+    s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"lens_map", "drifts"}}}});
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().find("'view.lens_map': 'drift' is not one of ssa, compare, diff, base, base_diff"), std::string::npos) << s.error();
+    EXPECT_NE(s.error().find("'view.lens_map': 'drifts' is not one of ssa, compare, diff, base, base_diff, drift"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "js_temperature"}}}});
     ASSERT_FALSE(s);
     EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, js_total, "

@@ -513,10 +513,11 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
     }
     // The Lens tab's grid (a session's lens_map): SSA - base colours each layer and position by how
     // much lower (blue) or higher (red) the fine-tune's loss of the next token is than its base's;
-    // the base's own lens is another grid than SSA's on the same colour map; without a base,
-    // base_diff shows SSA's.
+    // the base's own lens is another grid than SSA's on the same colour map; the drift (tau = 1 -
+    // base) another difference than the whole change; without a base, base_diff shows SSA's.
     std::map<std::string, std::vector<uint32_t>> grids;  // the grid's pixels by run
-    for (const auto& [lens_map, with_base] : {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"ssa", true}, {"base_diff", false}}) {
+    for (const auto& [lens_map, with_base] :
+         {std::pair<const char*, bool>{"base_diff", true}, {"base", true}, {"ssa", true}, {"drift", true}, {"base_diff", false}}) {
         if (kSanitized && (!with_base || std::string(lens_map) != "base_diff")) continue;  // the base's grid: the same code on another array
         // No query selected: the attribution's column (the last) framed, which RedAndBlue passes over.
         nlohmann::json session = {{"ssaviz_session", 1}, {"model", dir + "/ft"}, {"text", text}, {"query", -1},
@@ -538,6 +539,8 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
         if (run == "base_diff") {
             EXPECT_GT(blue, 30u) << "where the fine-tune predicts the next token better";
             EXPECT_GT(red, 30u) << "where it predicts it worse";
+        } else if (run == "drift") {
+            EXPECT_GT(red + blue, 30u) << "tau = 1's loss against the base's: a difference";
         } else {
             EXPECT_LT(red + blue, 30u) << run << ": p(next) on the colour map, not a difference";
         }
@@ -553,6 +556,7 @@ TEST(EndToEnd, TheLensTabShowsTheBaseBesideAFineTune) {
     };
     if (!kSanitized) {
         EXPECT_GT(differing(grids["base"], grids["ssa"]), 200u) << "the base's lens is not SSA's";
+        EXPECT_GT(differing(grids["drift"], grids["base_diff"]), 200u) << "the drift is a part of the whole change, not all of it";
         EXPECT_EQ(differing(grids["base_diff_no_base"], grids["ssa"]), 0u) << "without a base: SSA's grid";
     }
 }

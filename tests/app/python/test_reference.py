@@ -129,6 +129,21 @@ def test_lens_and_attribution_against_the_family_reference(case):
     assert abs(float(parts["heads"][1, 0]) - float(a.dla[1, 0, t])) <= 1e-4 * scale
     total = parts["heads"].sum() + parts["mlp"].sum() + parts["embed"] + parts["const"]
     assert abs(total - float(ref["target_logit"][t])) <= 1e-4 * scale
+    # The divisor the parts were read through, and tau = 1's parts read through SSA's: the same
+    # embeddings read the same, and the side's own divisor's part makes up its logit.
+    assert abs(parts["divisor"] - float(ref["dla_divisor"][t])) <= 1e-4 * float(np.abs(ref["dla_divisor"]).max())
+    assert abs(parts["const_free"] - float(ref["dla_const_free"][t])) <= 1e-4 * scale
+    own = a.attribute(t, ids[t + 1], side="compare")
+    through = a.attribute(t, ids[t + 1], side="compare", through="ssa")
+    assert "final_norm" not in own and abs(own["divisor"] - float(ref["dla_divisor_vanilla"][t])) <= 1e-4 * float(np.abs(ref["dla_divisor"]).max())
+    assert through["ssa_divisor"] == parts["divisor"] and through["divisor"] == own["divisor"]
+    assert abs(through["embed"] - parts["embed"]) <= 1e-5 * scale  # the embeddings: one vector on both sides
+    assert abs(through["heads"][1, 0] - own["heads"][1, 0] * own["divisor"] / parts["divisor"]) <= 1e-5 * scale
+    total = through["heads"].sum() + through["mlp"].sum() + through["embed"] + through["const"] + through["final_norm"]
+    assert abs(total - own["logit"]) <= 1e-4 * scale
+    assert through["logit"] == own["logit"]  # the side's own logit, however its parts are read
+    with pytest.raises(ValueError, match='through must be "own" or "ssa"'):
+        a.attribute(t, ids[t + 1], through="base")
     with pytest.raises(ValueError, match="position 100000 is out of range"):
         a.attribute(100000, 1)
     with pytest.raises(ValueError, match="layer 99 is out of range"):
