@@ -157,7 +157,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
                                                        "): a fine-tune's base is the model it was fine-tuned from"};
         // A base that does not open leaves the engine as it was. One found beside the model is said
         // to be (it may be another experiment's base/), with the flag that names the right one.
-        if (auto s = m_engine->OpenBase(dir, m_spec.hints); !s)
+        if (auto s = m_engine->OpenBase(dir, model::HintsBeside(m_spec.hints, dir)); !s)
             return RunError{RunError::Kind::BadInput,
                             compare.base_dir.empty() ? s.error() + " (found beside the model: name the fine-tune's own with --base DIR)" : s.error(), dir};
         m_twin.clear();  // the engine keeps one model beside the SSA one
@@ -184,7 +184,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
                                                        model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
                                                        "): a twin is another model, trained apart (without temperatures)"};
         // A twin that does not open leaves the engine as it was (with the twin before, if any).
-        if (auto s = m_engine->OpenTwin(compare.twin_dir, compare.twin_hints.value_or(m_spec.hints)); !s)
+        if (auto s = m_engine->OpenTwin(compare.twin_dir, model::HintsBeside(compare.twin_hints.value_or(m_spec.hints), compare.twin_dir)); !s)
             return RunError{RunError::Kind::BadInput, s.error(), compare.twin_dir};
         m_twin = compare.twin_dir;
         return model::Ok{};

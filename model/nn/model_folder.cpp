@@ -176,6 +176,15 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, cons
 
 }  // namespace
 
+ConfigHints HintsBeside(const ConfigHints& given, const std::string& path) {
+    ConfigHints hints = given;
+    auto files = FindModelFiles(path);
+    if (!files) return hints;  // its loading says what is wrong with it
+    if (!files->lit_config.empty() || !files->config.empty()) hints.config_file.clear();
+    if (!TokenizerFilesIn(files->dir).empty()) hints.tokenizer_dir.clear();
+    return hints;
+}
+
 bool IsTemperatureTensor(const std::string& name) {
     return name.find(".ssa_") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".beta") == 0);
 }

@@ -10,6 +10,7 @@
 #include "model/io/config.h"
 #include "model/io/safetensors.h"
 #include "model/io/result.h"
+#include "model/io/weights.h"
 
 namespace model {
 
@@ -40,6 +41,12 @@ struct ModelInfo {
     // how s comes from beta.
     std::vector<TemperatureSlope> query_slopes;
 };
+
+// The hints given for one model as they apply to another opened beside it (a fine-tune's base, a
+// twin): the files of its own folder first, `--config` and `--tokenizer` only where it has none
+// (the fine-tune's config read its base with the fine-tune's RoPE base or norm eps, unsaid). The
+// shape flags stay: they are read only where no config names the shape.
+ConfigHints HintsBeside(const ConfigHints& given, const std::string& path);
 
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
 // `storage`: the dtype on disk (F32, F16, BF16); `layout`: how (SaveModelFolder). One seed gives

@@ -712,6 +712,12 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     EXPECT_NE(rope.err.find("RoPE base", note), std::string::npos) << rope.err;
     EXPECT_EQ(rope.err.find("ssaviz: note: ", note + 1), std::string::npos) << "once: " << rope.err;
     EXPECT_NE(json::parse(ReadFile(dir + "/out_rope/run.json"))["steps"][0].value("base_difference", "").find("RoPE base"), std::string::npos);
+    // --config names the fine-tune's config: the base, which has its own, is read by its own (it
+    // was read by the fine-tune's, its RoPE base unsaid).
+    const Outcome given = Ssaviz({"export", "--run", run, "--config", dir + "/a/lit_config.json", "--base", dir + "/base_rope", "--text", text,
+                                  "--out", dir + "/out_rope_config", "--format", "json"});
+    ASSERT_EQ(given.code, 0) << given.err;
+    EXPECT_NE(given.err.find("RoPE base", given.err.find("ssaviz: note: ")), std::string::npos) << given.err;
     // The CSV's rows carry the same numbers (%.9g).
     std::istringstream lines(csv);
     std::string line;
