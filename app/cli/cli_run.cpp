@@ -84,7 +84,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         const std::string file = fs::path(step.path).filename().string();
         bar->Update((*done)++, total, label == "run" ? file : label + ": " + file);  // the compare run's steps said as its
         const std::string full_out = full.count(step.step) ? (step_root / StepFolder(step.step)).string() : "";
-        RunStepResult result = AnalyseRunStep(step, spec, text, run.Shape(), full_out);
+        RunStepResult result = AnalyseRunStep(step, spec, text, &run.t, full_out);
         if (result.fatal)  // so would every step (the text, the comparison), or its export failed; the compare run's said as its
             throw Failure{result.fatal, (label == "run" ? "" : "--compare-run step " + std::to_string(step.step) + " (" + model::EscapeForMessage(file) + "): ") +
                                             result.error};

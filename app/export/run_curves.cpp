@@ -47,24 +47,41 @@ void RunTimeline::AddLens(std::vector<std::vector<float>> sides) {
 RunModel RunModelOf(const model::ModelConfig& c) { return {c.family, c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.n_positions}; }
 
 std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& text_ids) {
-    if (steps.empty()) {
-        if (!text_ids.empty()) model = m, ids = text_ids;
-        return "";
+    std::string why = Misfit(m, text_ids);
+    if (why.empty() && steps.empty() && !text_ids.empty()) {  // the first analysed step's, until one is added
+        if (model_from.empty()) model = m;
+        ids = text_ids;
     }
-    const std::string first = ", the run's first step ";
-    if (m.layers != n_layer || m.heads != n_head)
-        return "has " + std::to_string(m.layers) + " layers x " + std::to_string(m.heads) + " heads" + first + std::to_string(n_layer) + " x " +
-               std::to_string(n_head);
-    if (model.family.empty()) return "";  // the first step's model was not told
-    auto other = [&](const std::string& what, const std::string& step, const std::string& run) {
-        return "has " + what + " " + step + first + run + ": another model";
-    };
-    if (m.family != model.family) return other("the family", model::Quoted(m.family), model::Quoted(model.family));
-    if (m.width != model.width) return other("a width of", std::to_string(m.width), std::to_string(model.width));
-    if (m.vocab != model.vocab) return other("a vocabulary of", std::to_string(m.vocab), std::to_string(model.vocab));
-    if (m.context != model.context) return other("a context of", std::to_string(m.context), std::to_string(model.context));
-    if (!ids.empty() && !text_ids.empty() && text_ids != ids) return "tokenises the text otherwise than the run's first step: another tokenizer";
+    return why;
+}
+
+std::string RunTimeline::Misfit(const RunModel& m, const std::vector<int32_t>& text_ids) const {
+    const bool expected = !model_from.empty();
+    if (steps.empty() && !expected) return "";
+    // The step the others are set against, named: a run's first step may be one that failed.
+    const std::string from = expected ? model_from
+                                      : "the run's first analysed step, " + std::to_string(steps.front()) + " (" +
+                                            model::EscapeForMessage(checkpoints.front()) + ")";
+    const int layers = expected ? model.layers : n_layer, heads = expected ? model.heads : n_head;
+    if (m.layers != layers || m.heads != heads)
+        return "has " + std::to_string(m.layers) + " layers x " + std::to_string(m.heads) + " heads; " + from + ", has " + std::to_string(layers) +
+               " x " + std::to_string(heads);
+    if (!model.family.empty()) {  // else the first step's model was not told
+        auto other = [&](const std::string& what, const std::string& step, const std::string& run) {
+            return "has " + what + " " + step + "; " + from + ", has " + run + ": another model";
+        };
+        if (m.family != model.family) return other("the family", model::Quoted(m.family), model::Quoted(model.family));
+        if (m.width != model.width) return other("a width of", std::to_string(m.width), std::to_string(model.width));
+        if (m.vocab != model.vocab) return other("a vocabulary of", std::to_string(m.vocab), std::to_string(model.vocab));
+        if (m.context != model.context) return other("a context of", std::to_string(m.context), std::to_string(model.context));
+    }
+    if (!steps.empty() && !ids.empty() && !text_ids.empty() && text_ids != ids) return "tokenises the text otherwise than " + from + ": another tokenizer";
     return "";
+}
+
+void RunTimeline::Expect(const RunModel& m, std::string from) {
+    model = m;
+    model_from = std::move(from);
 }
 
 std::string RunTimeline::CompareRunMisfit(int step_layers, int step_heads, const std::vector<int32_t>& text_ids) const {

@@ -44,7 +44,8 @@ struct RunTimeline {
     std::string compare_name;                     // the comparison as the window names it ("tau = 1", "twin"); empty: none
     int n_tokens = 0;                             // the text's tokens (the first step's)
     std::vector<std::vector<float>> tau_q;        // each analysed step's tau_q [L, H, T]
-    RunModel model;                               // the first step's (family empty: not told)
+    RunModel model;                               // the first step's, or Expect()'s (family empty: not told)
+    std::string model_from;                       // with Expect(): the step it is, as messages name it
     std::vector<int32_t> ids;                     // the text's tokens as the first step's tokenizer made them
     std::vector<std::vector<float>> lens_loss;    // with `export --run --lens`, each analysed step's mean loss on the text read
                                                   // after each layer [L + 1] (0: the embeddings, L: the model's own); empty: none
@@ -53,7 +54,13 @@ struct RunTimeline {
     // step's (RunModel), or the text tokenised otherwise (another tokenizer), whose curves would
     // mix two models. The first step's are kept from it, where `text_ids` is given: ask with them
     // once the step is analysed, then Add it.
+    // A misfit names the step it is set against ("the run's first analysed step, 50 (checkpoint-50)").
     std::string Fits(const RunModel& step, const std::vector<int32_t>& text_ids);
+    std::string Misfit(const RunModel& step, const std::vector<int32_t>& text_ids) const;  // the same, keeping nothing
+    // Sets every step against `m` instead of the first analysed step's: the step a window shows
+    // (which it had listed as failed, when a step before it of another shape got in first). `from`
+    // names it ("the step shown, 200 (checkpoint-200)"). Before any step is added.
+    void Expect(const RunModel& m, std::string from);
     // Why a compare run's step is not to be set beside this run's (empty: it is): another shape
     // (its lens rows and heads other layers'), or the text tokenised otherwise (its losses of other
     // tokens). Empty too while this run has no step.

@@ -285,8 +285,8 @@ model::Result<RunStepResult> RunStepFromJson(const std::string& text) {
     }
 }
 
-RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text,
-                             const std::optional<std::pair<int, int>>& shape, const std::string& full_out) {
+RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text, const RunTimeline* of_run,
+                             const std::string& full_out) {
     RunStepResult r;
     r.step = step.step;
     r.checkpoint = fs::path(step.path).filename().string();
@@ -297,9 +297,8 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
     auto runner = Runner::Open({step.path, spec.device, spec.dtype, spec.hints});
     if (!runner) return fail(runner.error().message);
     const model::ModelConfig& c = (*runner)->Info().config;
-    if (shape && *shape != std::pair(c.n_layer, c.n_head))
-        return fail("has " + std::to_string(c.n_layer) + " layers x " + std::to_string(c.n_head) + " heads, the run's first step " +
-                    std::to_string(shape->first) + " x " + std::to_string(shape->second));
+    if (of_run)  // another model than the run's: said before it runs (its tokens once it has)
+        if (std::string why = of_run->Misfit(RunModelOf(c), {}); !why.empty()) return fail(why);
     // What the comparison, the what-ifs, the heads chosen or the text make fail fails for every
     // step: the run stops with the command line's code for it instead of opening every checkpoint
     // to say it again. The heads and the highlight's head are checked on every step, with --steps or
@@ -403,11 +402,6 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
         r.row["heads"][key] = std::move(grid);
     }
     return r;
-}
-
-std::optional<std::pair<int, int>> RunResults::Shape() const {
-    if (t.steps.empty()) return std::nullopt;
-    return std::pair(t.n_layer, t.n_head);
 }
 
 std::string AddRunStep(RunResults* run, RunStepResult step) {

@@ -50,17 +50,16 @@ struct RunStepSpec {
     ExportOptions options;  // a chosen step's whole export, and the summary row's sink epsilon
 };
 
-// The step's checkpoint opened alone and analysed on `text`. `shape`: the layers and heads it must
-// have (the run's first analysed step's; none: any). `full_out` non-empty: also what `ssaviz export`
-// writes for that checkpoint, there.
-RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text,
-                             const std::optional<std::pair<int, int>>& shape, const std::string& full_out);
+// The step's checkpoint opened alone and analysed on `text`. `of_run`: the run it must fit, its model
+// checked before the analysis (RunTimeline::Fits; null: any). `full_out` non-empty: also what
+// `ssaviz export` writes for that checkpoint, there.
+RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const std::string& text, const RunTimeline* of_run,
+                             const std::string& full_out);
 
 // One run's steps gathered in step order, and run.json's rows and failures.
 struct RunResults {
     RunTimeline t;
     nlohmann::json rows = nlohmann::json::array(), failures = nlohmann::json::array();
-    std::optional<std::pair<int, int>> Shape() const;  // the first analysed step's layers and heads
 };
 // Adds a step's result: analysed, or a failure; one that is not of the run's first analysed step's
 // shape and tokenizer (RunTimeline::Fits) becomes a failure saying so. Returns the step's error, empty when it was added.

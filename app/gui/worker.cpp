@@ -487,6 +487,15 @@ void InferenceWorker::TimelineJob(const Request& r) {
         e.timeline = std::make_shared<const RunTrack>(track);
         Emit(std::move(e));
     };
+    // Every step set against the step shown where the open model is one of the run's: a step of
+    // another shape before it was the run's model, and the step shown was listed as failed.
+    if (track.timeline.steps.empty() && track.timeline.model_from.empty() && m_runner) {
+        std::error_code ec;
+        for (const auto& [step, of_compare_run] : steps)
+            if (!of_compare_run && std::filesystem::equivalent(step.path, m_opened.path, ec))
+                track.timeline.Expect(RunModelOf(m_runner->Info().config), "the step shown, " + std::to_string(step.step) + " (" +
+                                                                               model::EscapeForMessage(std::filesystem::path(step.path).filename().string()) + ")");
+    }
     m_progress = static_cast<float>(track.tried) / static_cast<float>(steps.size());
     for (size_t k = track.tried; k < steps.size(); ++k) {
         if (Superseded()) return;  // what was posted stays, shown as stopped

@@ -1088,7 +1088,7 @@ std::string AnalyseStep(int64_t step, const std::string& path, const std::string
     spec.options = exported.export_options;
     py::gil_scoped_release release;
     model::UseComputeThreads(g_worker_threads ? *g_worker_threads : model::ResolveComputeThreads());
-    const RunStepResult r = AnalyseRunStep({step, path}, spec, text, std::nullopt, full_out);
+    const RunStepResult r = AnalyseRunStep({step, path}, spec, text, nullptr, full_out);
     if (r.fatal == kExitUsage || r.fatal == kExitBadInput) throw BadArgument(r.error);  // the request's fault, not the step's
     if (r.fatal) throw WriteFailed(r.error);
     return model::JsonText(RunStepToJson(r));

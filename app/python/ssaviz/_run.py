@@ -251,13 +251,18 @@ class Run:
         steps, arrays, failed, shape, said = [], [], [], None, []
         for (step, result, error), (_, path) in zip(results, jobs):
             if error is None and shape is not None and result["tau_q"].shape != shape:
-                error = f"has arrays of shape {result['tau_q'].shape}, the run's first step {shape}"
+                # As the command line says it: the step the others are set against, named.
+                first = f"the run's first analysed step, {steps[0]} ({os.path.basename(first_path)})"
+                (layers, heads, _), (L, H, _) = result["tau_q"].shape, shape
+                error = (f"has {layers} layers x {heads} heads; {first}, has {L} x {H}" if (layers, heads) != (L, H)
+                         else f"tokenises the text otherwise than {first}: another tokenizer")
             if error is not None:
                 # The checkpoint by its name, as Run.export and the command line say it: the error names its path.
                 said.append(f"ssaviz: step {step} ({os.path.basename(path)}): {error}; skipped")
                 failed.append({"step": step, "checkpoint": path, "error": error})
                 continue
-            shape = shape or result["tau_q"].shape
+            if shape is None:
+                shape, first_path = result["tau_q"].shape, path
             steps.append(step)
             arrays.append(result)
         _warn_failures(said, "steps", "RunAnalysis.failed", stacklevel=2)

@@ -824,9 +824,9 @@ TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     }
     const Outcome r = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/out", "--format", "json"});
     EXPECT_EQ(r.code, 3) << r.err;
-    for (const char* why : {"step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model; skipped",
-                            "step 15 (checkpoint-15): has a context of 64, the run's first step 32: another model; skipped",
-                            "step 20 (checkpoint-20): has the family 'pythia', the run's first step 'gpt2': another model; skipped"})
+    for (const char* why : {"step 10 (checkpoint-10): has a width of 32; the run's first analysed step, 0 (checkpoint-0), has 16: another model; skipped",
+                            "step 15 (checkpoint-15): has a context of 64; the run's first analysed step, 0 (checkpoint-0), has 32: another model; skipped",
+                            "step 20 (checkpoint-20): has the family 'pythia'; the run's first analysed step, 0 (checkpoint-0), has 'gpt2': another model; skipped"})
         EXPECT_NE(r.err.find(why), std::string::npos) << why << "\n" << r.err;
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     EXPECT_EQ(timeline["steps"].size(), 2u);

@@ -217,6 +217,28 @@ TEST(RunLegendName, TheFolderThatTellsTheRunsApartAndTheRole) {
     EXPECT_EQ(app::RunLegendName("/r/r\xE2\x80\xAEx", "", "run"), "r\\u202ex (run)");
 }
 
+// A step that does not fit a run names the step it is set against: the first analysed (the run's
+// first step may have failed: it was named "the run's first step" all the same), or the step a
+// window shows, set before any step (a step of another shape before it was the run's, and the
+// step shown listed as failed).
+TEST(RunTimeline, AMisfitNamesTheStepItIsSetAgainst) {
+    const app::RunModel two{"gpt2", 2, 2, 32, 512, 64}, one{"gpt2", 1, 2, 32, 512, 64}, wide{"gpt2", 2, 2, 64, 512, 64};
+    app::RunTimeline run;
+    EXPECT_EQ(run.Fits(one, {1, 2, 3}), "");  // the first analysed: the run's model
+    run.Add(50, "checkpoint-50", 1, 2, {}, {}, 3, {});
+    EXPECT_EQ(run.Misfit(two, {}), "has 2 layers x 2 heads; the run's first analysed step, 50 (checkpoint-50), has 1 x 2");
+    EXPECT_EQ(run.Fits(one, {1, 2, 4}), "tokenises the text otherwise than the run's first analysed step, 50 (checkpoint-50): another tokenizer");
+    EXPECT_EQ(run.Fits(one, {1, 2, 3}), "");
+
+    app::RunTimeline shown;
+    shown.Expect(two, "the step shown, 200 (checkpoint-200)");
+    EXPECT_EQ(shown.Fits(one, {}), "has 1 layers x 2 heads; the step shown, 200 (checkpoint-200), has 2 x 2");
+    EXPECT_EQ(shown.Fits(wide, {}), "has a width of 64; the step shown, 200 (checkpoint-200), has 32: another model");
+    EXPECT_EQ(shown.Fits(two, {7, 8}), "");
+    shown.Add(100, "checkpoint-100", 2, 2, {}, {}, 2, {});
+    EXPECT_EQ(shown.Fits(two, {7, 9}), "tokenises the text otherwise than the step shown, 200 (checkpoint-200): another tokenizer");
+}
+
 TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
     const int L = 1, H = 2, T = 6;
     app::RunTimeline run, compare;

@@ -172,7 +172,7 @@ def test_a_step_of_another_model_has_no_export(tmp_path):
         warnings.simplefilter("always")
         timeline = ssaviz.load_run(run).export(TEXT, tmp_path / "py", steps="all", formats="json")
     assert [s["step"] for s in timeline["steps"]] == [0, 5]
-    assert sum("step 10 (checkpoint-10): has a width of 32, the run's first step 16: another model" in str(w.message) for w in caught) == 1
+    assert sum("step 10 (checkpoint-10): has a width of 32; the run's first analysed step, 0 (checkpoint-0), has 16: another model" in str(w.message) for w in caught) == 1
     got = tree(tmp_path / "py")
     assert "step-000005/metrics.json" in got and not any(name.startswith("step-000010") for name in got)
     code, _, err = run_cli("export", "--run", str(run), "--text", TEXT, "--out", str(tmp_path / "cli"), "--steps", "all", "--format", "json",
