@@ -253,9 +253,10 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
 viz::Rgba8 RunLayerColor(int layer, int n_layer, bool file) {
     // Viridis by the layer's place among the model's layers: a layer is one colour in every curve
     // (the lens's "after L2" as "layer 2"). A file's white page leaves out its palest end (a lime
-    // layer read 1.5:1 there), the window's dark theme its darkest (an indigo layer vanished):
-    // the layers' order reads alike in both, from dark to light.
-    const float from = file ? 0.0f : 0.3f, span = 0.7f;
+    // layer read 1.5:1 there), the window's dark theme its darkest (an indigo layer vanished, and
+    // from 0.3 a dark blue layer 0 was still hard to find): the layers' order reads alike in both,
+    // from dark to light.
+    const float from = file ? 0.0f : 0.4f, span = file ? 0.7f : 0.6f;
     return viz::SampleColormap(viz::Colormap::Viridis,
                                n_layer > 1 ? from + span * static_cast<float>(layer) / static_cast<float>(n_layer - 1) : from + span / 2);
 }

@@ -147,6 +147,10 @@ public:
                                                                             std::to_string(m_state.selected.head);
         if (options.query) m_query_from = "--query";
         if (options.compare) ApplyCompare(*options.compare);
+        // A fine-tune against its base (--base, --compare base) opens on what fine-tuning changed, the
+        // Fine-tune tab, as the fine-tune's example does; unless --tab, a session or a run says.
+        if (options.compare && options.compare->kind == CompareKind::Base && !tab_asked && !session && options.run.empty())
+            m_state.settings.right_tab = "Fine-tune";
         if (options.map == "all") {
             m_state.settings.split = true;
         } else if (options.map == "three-way") {  // the Fine-tune tab beside it unless --tab chose one; a base is asked for

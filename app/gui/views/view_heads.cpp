@@ -194,8 +194,12 @@ void HeadsView::Draw(WindowState& state) {
                               "red where the fine-tune attends more, blue where less. The Fine-tune tab splits it per head.");
     }
     const bool one_sided = !metric.quantity->TwoSided(), unit = !metric.quantity->unit.empty();
-    ImGui::TextDisabled("badge: %s%s%s%s%s", metric.label.c_str(), one_sided ? "" : " of ", one_sided ? "" : MapModeLabel(m_baked_mode),
-                        unit ? ", " : "", metric.quantity->unit.c_str());
+    // A difference's badge is SSA's value minus the other side's ("entropy of SSA - base" read as the
+    // entropy of the difference map).
+    const std::string whose = one_sided                      ? ""
+                              : !IsDifference(m_baked_mode) ? std::string(" of ") + MapModeLabel(m_baked_mode)
+                                                            : std::string(", SSA's minus ") + (IsBaseMode(m_baked_mode) ? "the base's" : "the comparison's");
+    ImGui::TextDisabled("badge: %s%s%s%s", metric.label.c_str(), whose.c_str(), unit ? ", " : "", metric.quantity->unit.c_str());
     if (m_stale_count > 0) {
         ImGui::SameLine();
         ImGui::TextDisabled("(drawing %zu/%zu)", m_thumbnails.size() - m_stale_count, m_thumbnails.size());

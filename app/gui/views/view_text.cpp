@@ -345,9 +345,10 @@ void TextView::DrawControls(WindowState& state) {
         Caption(text, ", ");  // a narrow pane cut "red sharper"
     };
     if (temperature)
-        note(both_sides || !cropped ? "blue flatter, white 1 (vanilla), red sharper"
-             : m_legend.min >= 1.0f ? "white vanilla, red sharper"
-                                    : "blue flatter, white vanilla");
+        // tau = 1, not "vanilla": beside a base the base is the vanilla model (its folder often named so).
+        note(both_sides || !cropped ? "blue flatter, white tau = 1, red sharper"
+             : m_legend.min >= 1.0f ? "white tau = 1, red sharper"
+                                    : "blue flatter, white tau = 1");
     if (delta) note(IsBaseMode(coloring.mode) ? "blue: fine-tuning helped, red: hurt" : "blue SSA better, red worse");
     note(coloring.label + ", " + (IsLoss(s.token_color) ? coloring.quantity->unit : ScopeLabel(s.token_scope, head)));
 }
