@@ -593,7 +593,9 @@ std::vector<Flag> BuildTable() {
             .InSession({"export.colormap"}));
     add(Row({"--lens"}, "", {C::Export, C::Window},
             "the logit lens and direct logit attribution of SSA and its comparison, a forward pass of each side more: export "
-            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy, dla_logit.npy (and _compare; beside a base _tau1 and _base), with --batch "
+            "writes lens_loss.npy, lens_top.json, dla.npy, dla_mlp.npy, dla_embed.npy, dla_const.npy, dla_logit.npy, dla_divisor.npy, "
+            "dla_const_free.npy (and _compare; beside a base _tau1 and _base) and dla_at.json, whatever --format says, and with png / svg "
+            "the lens, lens_diff*, dla_heads*, dla_bars and dla_layers figures; with --batch "
             "each text's loss by layer in the summary (lens_loss_0 ..), with --run each step's in run.json, run_lens.csv and the "
             "lens_loss curve (and the --steps exports' lens files); the window runs them once the first analysis is shown (the Lens "
             "tab), with --run each step's loss by layer in the Run tab's timeline too",
@@ -950,7 +952,8 @@ std::vector<Flag> BuildTable() {
     add(Row({"--rank-heads"}, "", {C::Window, C::Export},
             "rank the heads by their temperatures' part of the loss, each at tau = 1 in turn (and tau_q, tau_v alone), and beside "
             "a base by the drift's, each head's, layer's attention and MLP's weights from the base in turn: the window's once the "
-            "first analysis is shown; export's to head_impacts.json / .csv / .png",
+            "first analysis is shown; export's to head_impacts.json / .csv / .png and head_impacts_tokens.npy / .png (beside a base "
+            "head_impacts_drift.csv and head_impacts_drift_tokens.npy / .png too)",
             [](CommandOptions& o, const FlagValue&) { o.window.rank_heads = o.export_options.rank_heads = true; },
             [](const CommandOptions& o) { return On(o.window.rank_heads || o.export_options.rank_heads); }));
     add(Row({"--global-pass"}, "", {C::Window}, "run the global tau = 1 pass once the first analysis is shown, as Ctrl+T does",

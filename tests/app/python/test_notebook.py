@@ -23,5 +23,6 @@ def test_the_tour_runs_and_shows_its_figures(tmp_path):
     assert sum("<iframe srcdoc=" in o.data.get("text/html", "") for o in figures) >= 2  # the highlights, with hover values
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "tokens:" in text and "baseline mean loss" in text and "attention.npy" in text
+    assert "fine-tuning: 5.0371 -> 3.0224 nats = temperatures -0.0318 + drift -1.9828" in text, text  # the command line's split
     assert os.path.getsize(tmp_path / "tour_heatmap.png") > 1000
     assert (tmp_path / "tour_export" / "heatmaps").is_dir()
