@@ -31,6 +31,7 @@
 
 #include "app/core/examples.h"
 #include "app/core/head_impacts.h"
+#include "app/core/model_scale.h"
 #include "app/core/names.h"
 #include "app/core/run.h"
 #include "app/core/timeline.h"
@@ -618,6 +619,10 @@ int CmdInitRandom(const CommandOptions& o) {
         fs::remove_all(staged->path(), ignored);
         throw Failure{kExitBadInput, s.error()};
     }
+    // As every writer says what it wrote (it said nothing).
+    std::fprintf(stderr, "ssaviz: wrote %s (a random %s model: %d layers x %d heads, width %d, %s parameters, seed %llu)\n",
+                 model::Quoted(out).c_str(), model::EscapeForMessage(c.family).c_str(), c.n_layer, c.n_head, c.n_embd,
+                 CountName(static_cast<int64_t>(parameters)).c_str(), static_cast<unsigned long long>(seed));
     return kExitOk;
 }
 

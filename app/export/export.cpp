@@ -1790,11 +1790,12 @@ model::Status WriteExport(std::string_view text, const model::Analysis& a, const
     if (failure) return discard(*failure);
     for (const ExportFile& f : plan)
         if (auto s = model::CheckFilePlace((out / f.path).string()); !s) return discard(s.error());
-    // rename() replaces a link at the destination rather than writing through it.
+    // A link at the destination is replaced rather than written through; every file or none (one
+    // that could not be replaced left the user's files before it replaced).
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (size_t k = 0; k < plan.size(); ++k) moves.emplace_back(temps[k], (out / plan[k].path).string());
     model::PuttingInPlace all_or_none;
-    for (size_t k = 0; k < plan.size(); ++k)
-        if (::rename(temps[k].c_str(), (out / plan[k].path).c_str()) != 0)
-            return discard((out / plan[k].path).string() + ": cannot replace it (" + std::strerror(errno) + ")");
+    if (auto s = model::RenameAllOrNone(moves); !s) return discard(s.error());
     for (const auto& [folder, ours] : staging) ::rmdir(ours.path().c_str());
     return model::Ok{};
 }

@@ -194,7 +194,7 @@ RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token) {
     return c;
 }
 
-RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
+RunCurve CurveOf(const RunTimeline& t, const std::string& key, std::optional<HeadRef> head) {
     RunCurve c;
     c.label = t.name.empty() ? t.label : t.name;
     for (int64_t s : t.steps) c.steps.push_back(static_cast<float>(s));
@@ -247,6 +247,23 @@ RunCurve CurveOf(const RunTimeline& t, const std::string& key) {
         }
         c.all.push_back(all_n ? static_cast<float>(all / all_n) : NAN);
     }
+    // One head's own line: the one asked for, else the one that moved most over the run (a head that
+    // halved its entropy alone showed as a smaller dip of its layer's mean, unnamed).
+    const int heads = t.n_layer * t.n_head;
+    if (heads < 2 || t.heads.empty()) return c;
+    auto value = [&](size_t k, int i) { return t.heads[k][static_cast<size_t>(i)].Get(key); };
+    int chosen = -1;
+    if (head && head->layer >= 0 && head->layer < t.n_layer && head->head >= 0 && head->head < t.n_head) {
+        chosen = head->layer * t.n_head + head->head;
+    } else if (!head && t.steps.size() > 1) {
+        float most = 0;
+        for (int i = 0; i < heads; ++i)
+            if (const float moved = std::abs(value(t.steps.size() - 1, i) - value(0, i)); moved > most) most = moved, chosen = i;  // NaN: never
+    }
+    if (chosen < 0) return c;
+    for (size_t k = 0; k < t.heads.size(); ++k) c.head.push_back(value(k, chosen));
+    c.head_layer = chosen / t.n_head;
+    c.head_name = "L" + std::to_string(chosen / t.n_head) + " H" + std::to_string(chosen % t.n_head) + (head ? " (selected head)" : ", moved most");
     return c;
 }
 
@@ -324,6 +341,16 @@ viz::Plot RunCurvesPlot(const std::string& key, const std::vector<RunCurve>& run
         s.Y = first.layers[l];
         s.Color = RunLayerColor(static_cast<int>(l), lens ? static_cast<int>(first.layers.size()) + 1 : static_cast<int>(first.layers.size()), points);
         if (!points) s.Color.a = 210;  // the window's layers behind its means (a file's at full strength: translucent, they printed pastel)
+        plot.Series.push_back(std::move(s));
+    }
+    // One head's own, dashed in its layer's colour (the layer means hid a head that moved alone).
+    if (!first.head.empty()) {
+        viz::PlotSeries s;
+        s.Name = first.head_name + (runs.size() > 1 ? ", " + first.label : "");
+        s.X = first.steps;
+        s.Y = first.head;
+        s.Color = RunLayerColor(first.head_layer, static_cast<int>(first.layers.size()), points);
+        s.Dashed = true;
         plot.Series.push_back(std::move(s));
     }
     // A fine-tune's base under them (the loss: where the run passes its base), violet.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,8 @@ struct RunTimeline {
 };
 
 // The head values a timeline follows, in the files' order; and "loss", the mean loss on the text.
-inline constexpr const char* kRunHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean"};
+// tau_v_mean beside tau_q_mean: a run whose value temperatures moved (its rows no sharper) said why.
+inline constexpr const char* kRunHeadValues[] = {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean"};
 // Against a fine-tune's base also all that fine-tuning changed by each step and the other weights'
 // drift (SPEC section 9; the temperatures' part is js_divergence, SSA against tau = 1).
 inline constexpr const char* kRunBaseValues[] = {"js_total", "js_drift"};
@@ -132,11 +134,16 @@ struct RunCurve {
                                               // two part, the temperatures matter; empty: none
     std::string compare_name;                 // its legend's ("tau = 1")
     std::string note;                         // the loss curve's: what the run trained for, where it is not the next token
+    std::vector<float> head;                  // [S]: one head's own value (a head value's curve); empty: none
+    std::string head_name;                    // its legend's: "L0 H1 (selected head)", "L0 H1, moved most"
+    int head_layer = 0;                       // its layer: its colour, dashed
 };
 // `key`: one of kRunHeadValues, "loss", or a lens curve (layers: the loss read after each layer but
 // the last, layers[l] after layer l; all: the model's own loss, after its last layer; for the
-// differences, SSA's minus the other side's of each).
-RunCurve CurveOf(const RunTimeline& t, const std::string& key);
+// differences, SSA's minus the other side's of each). A head value's curve also follows one head
+// (the layer means hid a head that moved alone): `head`, or with none the head whose value moved
+// most from the first step to the last.
+RunCurve CurveOf(const RunTimeline& t, const std::string& key, std::optional<HeadRef> head = std::nullopt);
 
 // One token's tau_q in one head over the run's steps (a step where it is out of range: NaN).
 RunCurve TokenTauQCurve(const RunTimeline& t, int layer, int head, int token);

@@ -289,7 +289,7 @@ model::Result<Session> SessionFromJson(const json& j) {
         v.ReadEnum("grid_metric", &vs.grid_metric, HeadValueName, HeadValueKeys());
         v.Read("map_zoom", &vs.map_view.zoom);
         if (!(vs.map_view.zoom >= 1.0f && vs.map_view.zoom <= 1e6f)) throw BadKey{"'view.map_zoom' must be from 1 (the whole map) to 1000000"};
-        if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan")) {
+        if (j.contains("view") && j["view"].is_object() && j["view"].contains("map_pan") && !j["view"]["map_pan"].is_null()) {  // null: the default
             const json& pan = j["view"]["map_pan"];
             if (!pan.is_array() || pan.size() != 2 || !pan[0].is_number() || !pan[1].is_number() || !(pan[0].get<double>() >= 0) ||
                 !(pan[1].get<double>() >= 0))

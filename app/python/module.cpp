@@ -311,6 +311,9 @@ struct AnalysisHandle {
     // rank_heads()'s measures once complete (set with the GIL held), for its figures and an export's
     // rank_heads=True: a ranking costs a forward pass or more a head.
     mutable std::shared_ptr<const HeadImpacts> ranked;
+    // Each side's lens once run (RunLensSide, under the model's lock): its figures and arrays after
+    // the model is closed, as the maps are.
+    mutable std::shared_ptr<model::Lens> lenses[model::kMapSides];
 
     const model::Analysis& A() const { return *a; }
     bool HasCompare() const { return compare != "none"; }
@@ -446,6 +449,11 @@ std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide
     if (!h.A().interventions.empty()) throw BadArgument("the lens runs the model as loaded: analyze without ablate= for it");
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(h.core->mutex);
+    std::shared_ptr<model::Lens>& kept = h.lenses[static_cast<int>(side)];
+    if (kept) return kept;
+    if (!h.core->runner)
+        throw BadArgument("the model is closed, and this analysis's lens was not run before: read it (a.lens_loss, or analyze with "
+                          "lens=True) before close(), or load the model again");
     model::Engine& engine = h.core->Run().engine();
     if (side != model::MapSide::Ssa)
         if (auto matched = MatchLensComparison(engine, h.A()); !matched) throw BadArgument(matched.error());
@@ -453,7 +461,8 @@ std::shared_ptr<model::Lens> RunLensSide(const AnalysisHandle& h, model::MapSide
     options.whole = true;  // as an export's lens: the arrays a.lens() reads are the files a.export(lens=True) writes
     auto result = engine.RunLens(h.A().tokens.ids, side, options);
     if (!result) throw BadArgument(result.error());
-    return std::make_shared<model::Lens>(std::move(*result));
+    kept = std::make_shared<model::Lens>(std::move(*result));
+    return kept;
 }
 
 // That lens as numpy arrays: loss [L + 1, T - 1], top_ids / top_probs [L + 1, T, k], dla [L, H,
@@ -522,6 +531,9 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
     {
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(h.core->mutex);
+        if (!h.core->runner)
+            throw BadArgument("attribute(): the model is closed, and attributing a token runs it: attribute before close(), or load the "
+                              "model again (a.dla and the lens arrays read before close() stay)");
         // From the residual stream the engine keeps for this text and side: a second position or
         // target of the same analysis costs its own products, not another forward pass.
         model::Engine& engine = h.core->Run().engine();
@@ -542,7 +554,8 @@ py::array Attribute(const AnalysisHandle& h, int64_t position, int64_t token, co
         // After the parts: the logit they sum to (dla_at.json's "logit"), the side's divisor and free
         // constants, and with through_ssa SSA's divisor and what the side's own adds.
         parts->insert(parts->end(), {result->logit, result->divisor, result->free});
-        if (through_ssa) parts->insert(parts->end(), {to, static_cast<float>(result->logit - sum)});
+        // SSA through its own divisor adds nothing: 0, not float32's residue of the sum.
+        if (through_ssa) parts->insert(parts->end(), {to, to == result->divisor ? 0.0f : static_cast<float>(result->logit - sum)});
     }
     return View(parts, parts->data(), {Size(parts->size())});
 }
@@ -651,12 +664,12 @@ CommandOptions FigureOptions(const AnalysisHandle& h, const FlagList& flags, con
     return o;
 }
 
-MapMode Mode(const AnalysisHandle& h, const std::string& name) {
+MapMode Mode(const AnalysisHandle& h, const std::string& name, bool drift_too = false) {
     if (name == "compare" || (name == "tau1" && ComparesWithTau1(h))) return h.CheckCompare("map '" + name + "'"), MapMode::Compare;
     auto mode = ParseMapMode(name == "difference" ? "diff" : name);
     if (!mode)
         throw BadArgument("map " + QuoteForMessage(name) + " is not one of ssa, compare" + std::string(ComparesWithTau1(h) ? " (or tau1)" : "") +
-                          ", diff, base, base_diff");
+                          ", diff, base, base_diff" + (drift_too ? ", drift" : ""));
     if (IsBaseMode(*mode) && !h.A().HasBase()) throw BadArgument("map '" + name + "': the analysis has no base (analyze with compare=\"base\")");
     if (*mode != MapMode::Ssa) h.CheckCompare("map '" + name + "'");
     return *mode;
@@ -692,7 +705,7 @@ FigureHandle LensGrid(const AnalysisHandle& h, const std::string& map, const Fla
     const bool drift = map == "drift";
     if (drift && !(h.A().HasBase() && ComparesWithTau1(h)))
         throw BadArgument("map 'drift' is tau = 1's loss minus the base's: the analysis has no base (analyze with compare=\"base\")");
-    const MapMode mode = drift ? MapMode::BaseDifference : Mode(h, map);
+    const MapMode mode = drift ? MapMode::BaseDifference : Mode(h, map, /*drift_too=*/true);
     const CommandOptions o = FigureOptions(h, flags, "lens_grid()");
     if (h.A().n_tokens < 2) throw BadArgument("lens_grid(): the lens needs 2 tokens or more");
     const app::Side side = ReadSide(mode);

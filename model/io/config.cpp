@@ -186,6 +186,8 @@ Status ReadRopeScaling(const JsonFields& f, ModelConfig* c, const char* key = "r
     if (type.empty() && !v->empty() && std::string(key) == "rope_scaling")
         return Fail(f.source + ": rope_scaling has no rope_type (expected default, linear or llama3)");
     if (type.empty() || type == "default") return Ok{};
+    if (type != "linear" && type != "llama3")  // before its keys: a type not read says so, not that it lacks a factor
+        return Fail(f.source + ": " + key + " type '" + EscapeForMessage(type, 40) + "' is not supported (expected default, linear or llama3)");
     auto factor = scaling.Number("factor", 0, 1e-6, 1e6);
     if (!factor) return Fail(factor.error());
     if (*factor == 0) return Fail(f.source + ": " + key + " type '" + EscapeForMessage(type) + "' needs a 'factor'");
@@ -193,8 +195,6 @@ Status ReadRopeScaling(const JsonFields& f, ModelConfig* c, const char* key = "r
         c->rope_condense_ratio = *factor;
         return Ok{};
     }
-    if (type != "llama3")
-        return Fail(f.source + ": " + key + " type '" + EscapeForMessage(type, 40) + "' is not supported (expected default, linear or llama3)");
     for (const char* needed : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
         if (!scaling.Get(needed)) return Fail(f.source + ": " + key + " llama3 needs '" + needed + "'");
     auto low = scaling.Number("low_freq_factor", 1, 1e-6, 1e6);
@@ -270,11 +270,27 @@ Result<ModelConfig> ParseHfConfig(const json& root, const std::string& type, con
                     : f.Number(f.Get("rope_theta") || !*row.hf_old_base_key ? "rope_theta" : row.hf_old_base_key, 10000, 1, 1e12);
     if (!base) return Fail(base.error());
     c.rope_base = *base;
-    const JsonFields& fraction = parameters && parameters->contains("partial_rotary_factor") ? inside : f;
-    auto rotary = fraction.Number(fraction.Get("partial_rotary_factor") ? "partial_rotary_factor" : row.hf_rotary_key, row.rotary, 0, 1);
+    // The rotary fraction: rope_parameters' partial_rotary_factor, else the family's own top-level key
+    // (GPT-NeoX's rotary_pct, which its class reads over a partial_rotary_factor beside it: a
+    // quarter-rotary Pythia ran fully rotary), else partial_rotary_factor.
+    const bool inside_fraction = parameters && parameters->contains("partial_rotary_factor");
+    const char* rotary_key = inside_fraction || !f.Get(row.hf_rotary_key) ? "partial_rotary_factor" : row.hf_rotary_key;
+    auto rotary = (inside_fraction ? inside : f).Number(rotary_key, row.rotary, 0, 1);
     if (!rotary) return Fail(rotary.error());
     c.rope_n_elem = static_cast<int>(*rotary * c.HeadSize());
     if (Status s = parameters ? ReadRopeScaling(f, &c, "rope_parameters") : ReadRopeScaling(f, &c); !s) return Fail(s.error());
+    // Both: transformers reads rope_scaling over rope_parameters; where they scale alike, one is
+    // read, else refused (rope_scaling was dropped, unsaid).
+    if (const json* old = f.Get("rope_scaling"); parameters && old && !old->is_null()) {
+        ModelConfig scaled = c;
+        scaled.rope_condense_ratio = ModelConfig{}.rope_condense_ratio;
+        scaled.rope_llama3 = {};
+        if (Status s = ReadRopeScaling(f, &scaled); !s) return Fail(s.error());
+        const ModelConfig::RopeLlama3 &a = scaled.rope_llama3, &b = c.rope_llama3;
+        if (scaled.rope_condense_ratio != c.rope_condense_ratio || a.factor != b.factor || a.low_freq_factor != b.low_freq_factor ||
+            a.high_freq_factor != b.high_freq_factor || a.original_max_positions != b.original_max_positions)
+            return Fail(source + ": rope_scaling and rope_parameters scale RoPE differently: keep one (transformers reads rope_scaling)");
+    }
 
     auto act = f.String("hidden_act", row.mlp == MlpKind::Gelu ? "gelu" : "silu");
     if (!act) return Fail(act.error());

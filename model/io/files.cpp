@@ -199,6 +199,10 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) { return
 Result<std::string> ReadFileHead(const std::string& path, size_t max_bytes) { return ReadRegularFile(path, max_bytes, false); }
 
 Result<nlohmann::json> ParseJsonText(std::string_view text, std::vector<std::string>* duplicate_keys, size_t tree) {
+    // The parser takes a NUL for the end of the text: what followed one was never read (a session
+    // cut at a NUL opened, its rest unread).
+    if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+        return Fail("a NUL byte at byte " + std::to_string(nul) + ": not JSON text (a string holds one as \\u0000)");
     const size_t ratio = std::max<size_t>(tree, 1);
     const size_t cap = text.size() > (SIZE_MAX - (size_t{16} << 20)) / ratio ? SIZE_MAX : (size_t{16} << 20) + ratio * text.size();
     DepthCheck check(duplicate_keys, std::min(cap, QuarterOfMemory()));
@@ -599,17 +603,21 @@ Status MoveTreeInto(const std::string& staged, const std::string& out) {
         if (st.st_dev != from.st_dev) return fail(Quoted(to.string()) + " is on another file system than " + Quoted(out) + ": files cannot be moved into it whole");
     }
     PuttingInPlace all_or_none;
+    std::vector<fs::path> created;  // the folders made here, removed again where the files do not go in
+    auto unmake = [&](const std::string& why) {
+        for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());
+        return fail(why);
+    };
     for (const fs::path& rel : folders) {
         const fs::path to = fs::path(out) / rel;
-        if (::mkdir(to.c_str(), 0777) != 0 && errno != EEXIST) return fail(Quoted(to.string()) + ": cannot create (" + std::strerror(errno) + ")");
-        if (auto s = FolderPlace(to); !s) return fail(s.error());  // made meanwhile by another: still never a link
+        if (::mkdir(to.c_str(), 0777) == 0) created.push_back(to);
+        else if (errno != EEXIST) return unmake(Quoted(to.string()) + ": cannot create (" + std::strerror(errno) + ")");
+        if (auto s = FolderPlace(to); !s) return unmake(s.error());  // made meanwhile by another: still never a link
     }
-    // rename() replaces a file or a link at the place rather than writing through it.
-    for (const fs::path& rel : files) {
-        const fs::path to = fs::path(out) / rel;
-        if (::rename((fs::path(staged) / rel).c_str(), to.c_str()) != 0)
-            return fail(Quoted(to.string()) + ": cannot put it in place (" + std::strerror(errno) + ")");
-    }
+    // A file or a link at the place is replaced rather than written through; all of them or none.
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (const fs::path& rel : files) moves.emplace_back((fs::path(staged) / rel).string(), (fs::path(out) / rel).string());
+    if (auto s = RenameAllOrNone(moves); !s) return unmake(s.error());
     fs::remove_all(staged, ec);
     return Ok{};
 }
@@ -741,6 +749,64 @@ Result<std::string> WriteTempBeside(const std::string& path, std::string_view by
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) { return WriteFilesAtomically({{path, bytes}}); }
 
+Status RenameAllOrNone(const std::vector<std::pair<std::string, std::string>>& moves) {
+    struct Made {
+        size_t k;
+        std::string replaced;  // where the file it replaced went: the move's first path (swapped), one beside it, or none
+    };
+    std::vector<Made> made;
+    auto undo = [&] {
+        for (auto it = made.rbegin(); it != made.rend(); ++it) {
+            const auto& [from, to] = moves[it->k];
+#ifdef RENAME_EXCHANGE
+            if (it->replaced == from) {
+                ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE);
+                continue;
+            }
+#endif
+            ::rename(to.c_str(), from.c_str());
+            if (!it->replaced.empty()) ::rename(it->replaced.c_str(), to.c_str());
+        }
+    };
+    for (size_t k = 0; k < moves.size(); ++k) {
+        const auto& [from, to] = moves[k];
+        struct stat st {};
+        std::string why;
+        if (::lstat(to.c_str(), &st) != 0) {
+            if (::rename(from.c_str(), to.c_str()) == 0) {
+                made.push_back({k, ""});
+                continue;
+            }
+            why = std::strerror(errno);
+        } else {
+#ifdef RENAME_EXCHANGE
+            if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+                made.push_back({k, from});
+                continue;
+            }
+            if (errno != EINVAL && errno != ENOSYS) why = std::strerror(errno);  // else the file system cannot swap: aside
+#endif
+            if (why.empty()) {
+                const std::string aside = from + ".replaced";
+                if (::rename(to.c_str(), aside.c_str()) != 0) {
+                    why = std::strerror(errno);
+                } else if (::rename(from.c_str(), to.c_str()) != 0) {
+                    why = std::strerror(errno);
+                    ::rename(aside.c_str(), to.c_str());
+                } else {
+                    made.push_back({k, aside});
+                    continue;
+                }
+            }
+        }
+        undo();
+        return Fail(Quoted(to) + ": cannot replace it (" + why + ")");
+    }
+    for (const Made& m : made)
+        if (!m.replaced.empty()) ::unlink(m.replaced.c_str());
+    return Ok{};
+}
+
 Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string_view>>& files) {
     std::vector<std::string> temps;
     auto fail = [&](const std::string& why) -> Status {
@@ -752,13 +818,10 @@ Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string
         if (!temp) return fail(temp.error());
         temps.push_back(std::move(*temp));
     }
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (size_t i = 0; i < files.size(); ++i) moves.emplace_back(temps[i], files[i].first);
     PuttingInPlace all_or_none;
-    for (size_t i = 0; i < files.size(); ++i)
-        if (::rename(temps[i].c_str(), files[i].first.c_str()) != 0) {
-            const std::string why = Quoted(files[i].first) + ": cannot replace it (" + std::strerror(errno) + ")";
-            temps.erase(temps.begin(), temps.begin() + static_cast<std::ptrdiff_t>(i));
-            return fail(why);
-        }
+    if (auto s = RenameAllOrNone(moves); !s) return fail(s.error());  // every file as it was, the temporaries ours again
     return Ok{};
 }
 

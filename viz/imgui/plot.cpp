@@ -362,8 +362,13 @@ PlotHit LinePlot(const char* id, ImVec2 size, const std::vector<PlotSeries>& ser
         const int count = CountOf(ps);
         const bool markers = count > 0 && count * 7.0f < f.Width();
         auto flush = [&] {
-            if (run.size() == 1) f.draw->AddCircleFilled(run[0], 2.0f, color);
-            else if (run.size() > 1) f.draw->AddPolyline(run.data(), static_cast<int>(run.size()), color, 0, 1.6f);
+            if (run.size() == 1) {
+                f.draw->AddCircleFilled(run[0], 2.0f, color);
+            } else if (ps.Dashed) {  // as a file draws it (one head's line among the layers' means)
+                for (size_t i = 1; i < run.size(); ++i) DashedLine(f.draw, run[i - 1], run[i], color, 1.6f);
+            } else if (run.size() > 1) {
+                f.draw->AddPolyline(run.data(), static_cast<int>(run.size()), color, 0, 1.6f);
+            }
             run.clear();
         };
         for (int i = 0; i < count; ++i) {

@@ -17,7 +17,7 @@ namespace {
 
 // The curve `key` of one run (RunCurveKeys): a head value's or the loss's, or the token's tau_q in the head.
 RunCurve Curve(const RunTimeline& t, const std::string& key, HeadRef head, int token) {
-    return key == kRunTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, key);
+    return key == kRunTokenCurve ? TokenTauQCurve(t, head.layer, head.head, token) : CurveOf(t, key, head);
 }
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -154,7 +154,8 @@ void RunView::DrawTimeline(WindowState& state) {
         ImGui::SameLine();
         ImGui::TextDisabled("token %d, layer %d head %d", token, state.selected.layer, state.selected.head);
     }
-    const bool token_moved = key == kRunTokenCurve && (m_token != token || !(m_head == state.selected));
+    // The token's curve follows the selected token and head; a head value's the selected head's line.
+    const bool token_moved = (key == kRunTokenCurve && m_token != token) || !(m_head == state.selected);
     if (m_for != state.timeline || m_plot_key != key || token_moved) {
         m_for = state.timeline;
         m_plot_key = key;

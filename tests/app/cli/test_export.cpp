@@ -588,6 +588,8 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
         EXPECT_EQ(timeline["steps"][1]["heads"]["entropy"][l][h], head["ssa"]["entropy"]);
         EXPECT_EQ(timeline["steps"][1]["heads"]["sink_mass"][l][h], head["ssa"]["sink_mass"]);
         EXPECT_EQ(timeline["steps"][1]["heads"]["js_divergence"][l][h], head["js_divergence"]);
+        EXPECT_EQ(timeline["steps"][1]["heads"]["tau_q_mean"][l][h], head["ssa"]["tau_q"]["mean"]);
+        EXPECT_EQ(timeline["steps"][1]["heads"]["tau_v_mean"][l][h], head["ssa"]["tau_v"]["mean"]);  // why a head's rows moved: its values' temperatures
     }
     // Each token's tau_q over the run, [S, L, H, T]: its last step's is the checkpoint's own tau_q.npy.
     const std::vector<int64_t> tau_shape = NpyShape(dir + "/out/tau_q.npy"), single_shape = NpyShape(dir + "/single/tau_q.npy");
@@ -618,9 +620,9 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
     ASSERT_EQ(both["steps_to_sparsity"].size(), 2u);
     ASSERT_EQ(both["steps_to_sparsity"][0].size(), 2u);
     const std::string both_csv = ReadFile(dir + "/both/run.csv");
-    EXPECT_EQ(both_csv.substr(0, both_csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,loss_mean,loss_compare_mean");
+    EXPECT_EQ(both_csv.substr(0, both_csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,tau_v_mean,loss_mean,loss_compare_mean");
     EXPECT_NE(both_csv.find("\ncompare,1000,1,1,"), std::string::npos);
-    for (const char* curve : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
+    for (const char* curve : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean", "loss"})
         EXPECT_TRUE(fs::exists(dir + "/both/curves/" + curve + ".png")) << curve;
     // The legends name each run by its folder (they said "run" and "compare run"); a folder named "run" is the role itself.
     EXPECT_NE(ReadFile(dir + "/both/curves/entropy.svg").find(">second (compare run), all heads"), std::string::npos);
@@ -682,7 +684,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
                         "json,png,svg"});
     ASSERT_EQ(r.code, 0) << r.err;
     const std::string csv = ReadFile(dir + "/out/run.csv");
-    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,js_total,js_drift,loss_mean,loss_compare_mean,loss_base_mean");
+    EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,step,layer,head,entropy,js_divergence,sink_mass,tau_q_mean,tau_v_mean,js_total,js_drift,loss_mean,loss_compare_mean,loss_base_mean");
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     ASSERT_EQ(timeline["steps"].size(), 2u);
     for (const json& step : timeline["steps"]) {
@@ -727,14 +729,15 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
         std::vector<std::string> cells;
         std::stringstream cut(line);
         for (std::string c; std::getline(cut, c, ',');) cells.push_back(c);
-        ASSERT_EQ(cells.size(), 13u) << line;
+        ASSERT_EQ(cells.size(), 14u) << line;
         const int step = std::stoi(cells[1]) == 100 ? 0 : 1, l = std::stoi(cells[2]), h = std::stoi(cells[3]);
-        EXPECT_NEAR(std::stod(cells[8]), timeline["steps"][step]["heads"]["js_total"][l][h].get<double>(), 1e-7) << line;
-        EXPECT_NEAR(std::stod(cells[9]), timeline["steps"][step]["heads"]["js_drift"][l][h].get<double>(), 1e-7) << line;
-        EXPECT_NEAR(std::stod(cells[11]), timeline["steps"][step]["loss_compare"].get<double>(), 1e-6) << line;  // tau = 1 beside a base too
+        EXPECT_NEAR(std::stod(cells[8]), timeline["steps"][step]["heads"]["tau_v_mean"][l][h].get<double>(), 1e-7) << line;
+        EXPECT_NEAR(std::stod(cells[9]), timeline["steps"][step]["heads"]["js_total"][l][h].get<double>(), 1e-7) << line;
+        EXPECT_NEAR(std::stod(cells[10]), timeline["steps"][step]["heads"]["js_drift"][l][h].get<double>(), 1e-7) << line;
+        EXPECT_NEAR(std::stod(cells[12]), timeline["steps"][step]["loss_compare"].get<double>(), 1e-6) << line;  // tau = 1 beside a base too
         // The base's loss on the text, the loss curve's base line (it was in run.json only).
-        EXPECT_NEAR(std::stod(cells[12]), timeline["steps"][step]["loss_base"].get<double>(), 1e-6) << line;
-        EXPECT_NEAR(std::stod(cells[12]), json::parse(ReadFile(dir + "/out/step-000100/metrics.json"))["loss"]["base"].get<double>(), 1e-6) << line;
+        EXPECT_NEAR(std::stod(cells[13]), timeline["steps"][step]["loss_base"].get<double>(), 1e-6) << line;
+        EXPECT_NEAR(std::stod(cells[13]), json::parse(ReadFile(dir + "/out/step-000100/metrics.json"))["loss"]["base"].get<double>(), 1e-6) << line;
         ++rows;
     }
     EXPECT_EQ(rows, 2 * 2 * 2);

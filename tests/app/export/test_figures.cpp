@@ -256,6 +256,17 @@ TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {
     set(compare, 0, {2.0f, 0.8f, 0.5f});  // at step 10
     set(compare, 1, {1.0f, 0.4f, 0.3f});  // at step 10
     EXPECT_EQ(app::StepsToSparsity(run), (std::vector<int64_t>{20, -1}));
+    // One head's own line beside the layers' means: the one that moved most (head 0, 2.0 to 0.9),
+    // or the one asked for (the Run tab's selected head), drawn dashed and named.
+    const app::RunCurve most = app::CurveOf(run, "entropy"), chosen = app::CurveOf(run, "entropy", app::HeadRef{0, 1});
+    EXPECT_EQ(most.head_name, "L0 H0, moved most");
+    EXPECT_EQ(most.head, (std::vector<float>{2.0f, 1.5f, 0.9f}));
+    EXPECT_EQ(chosen.head_name, "L0 H1 (selected head)");
+    EXPECT_EQ(chosen.head, (std::vector<float>{2.0f, 1.2f, 1.1f}));
+    bool dashed = false;
+    for (const viz::PlotSeries& s : app::RunCurvesPlot("entropy", {most}).Series) dashed |= s.Dashed && s.Name == "L0 H0, moved most" && s.Y == most.head;
+    EXPECT_TRUE(dashed);
+    EXPECT_TRUE(app::CurveOf(run, "loss").head.empty()) << "the loss is the model's, no head's";
     const std::vector<float> own = app::StepsToSparsityValues(run, &compare, app::MapMode::Ssa);
     const std::vector<float> other = app::StepsToSparsityValues(run, &compare, app::MapMode::Compare);
     const std::vector<float> diff = app::StepsToSparsityValues(run, &compare, app::MapMode::Difference);

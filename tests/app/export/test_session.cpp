@@ -285,7 +285,7 @@ TEST(Session, FlagKeysHaveTheFlagsBounds) {
     EXPECT_NE(s.error().find("'view.lens_map': 'drifts' is not one of ssa, compare, diff, base, base_diff, drift"), std::string::npos) << s.error();
     s = app::SessionFromJson(json{{"ssaviz_session", 1}, {"view", {{"run_curve", "js_temperature"}}}});
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, js_total, "
+    EXPECT_NE(s.error().find("'view.run_curve': 'js_temperature' is not one of entropy, js_divergence, sink_mass, tau_q_mean, tau_v_mean, js_total, "
                              "js_drift, loss, tau_q_token, lens_loss, lens_loss_diff, lens_loss_diff_base"),
               std::string::npos)
         << s.error();

@@ -789,7 +789,7 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         const nlohmann::json r = meta["regions"][region];
         EXPECT_GT(DistinctColours(p, r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u) << region;
     }
-    EXPECT_EQ(state["run_curves"], nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token"}))
+    EXPECT_EQ(state["run_curves"], nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean", "loss", "tau_q_token"}))
         << "no base: none of the base's curves";
     // Against a fine-tune's base (--base DIR) the curves add JS to base and JS drift: a session's
     // run_curve js_total draws all that fine-tuning had changed by each step.
@@ -814,7 +814,7 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_EQ(meta_base["state"]["timeline_steps"], nlohmann::json({100, 200, 400}));
         EXPECT_EQ(meta_base["state"]["run_curve"], "js_total");
         EXPECT_EQ(meta_base["state"]["run_curves"],
-                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "js_total", "js_drift", "loss", "tau_q_token"}));
+                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean", "js_total", "js_drift", "loss", "tau_q_token"}));
         ASSERT_TRUE(meta_base["regions"].contains("run_curves")) << meta_base["regions"].dump();
         const nlohmann::json r = meta_base["regions"]["run_curves"];
         EXPECT_GT(DistinctColours(Load(png_base), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
@@ -838,7 +838,7 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
         EXPECT_EQ(s["timeline_steps"], nlohmann::json({100, 200, 400}));
         EXPECT_EQ(s["run_curve"], "lens_loss");
         EXPECT_EQ(s["run_curves"],
-                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss", "tau_q_token", "lens_loss", "lens_loss_diff"}));
+                  nlohmann::json({"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean", "loss", "tau_q_token", "lens_loss", "lens_loss_diff"}));
         ASSERT_TRUE(meta_lens["regions"].contains("run_curves")) << meta_lens["regions"].dump();
         const nlohmann::json r = meta_lens["regions"]["run_curves"];
         EXPECT_GT(DistinctColours(Load(png_lens), r[0].get<int>(), r[1].get<int>(), r[2].get<int>(), r[3].get<int>()), 6u);
@@ -890,7 +890,7 @@ TEST(EndToEnd, ARunOpensAtItsLastStepWithItsCurves) {
                              dir + "/cli_export.txt"),
                   3)  // the truncated step
             << ReadFile(dir + "/cli_export.txt");
-        for (const char* key : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "loss"})
+        for (const char* key : {"entropy", "js_divergence", "sink_mass", "tau_q_mean", "tau_v_mean", "loss"})
             for (const char* ext : {".png", ".svg"}) {
                 const std::string mine = ReadFile(gui + "/run/curves/" + key + ext);
                 EXPECT_FALSE(mine.empty()) << key << ext;

@@ -432,8 +432,21 @@ def test_plausible_mistakes_are_named(small, tmp_path):
 def test_a_closed_model_and_analyses_that_outlive_their_model(tmp_path):
     m = ssaviz.load(SMALL)
     a = m.analyze(TEXT)
+    lensed = m.analyze(TEXT, lens=True)
+    read = m.analyze(TEXT)
+    read.dla  # the lens read once: kept with the analysis
     m.close()
     assert m.closed
+    # Its lens figures from the lens it keeps (they ran the model again: "the model is closed", bare);
+    # attributing a token runs the model, and says so with the call's name.
+    for kept in (lensed, read):
+        assert kept.lens_grid()._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
+        with pytest.raises(ValueError, match=r"^attribute\(\): the model is closed, and attributing a token runs it"):
+            kept.attribute(1, 5)
+    assert lensed.plot("dla_heads")._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"  # every side's lens ran with lens=True
+    for never_run in (lambda: a.lens_grid(), lambda: read.plot("dla_heads")):  # read.dla ran SSA's alone; dla_heads' scale is every side's
+        with pytest.raises(ValueError, match=r"the model is closed, and this analysis's lens was not run before"):
+            never_run()
     for call in (lambda: m.analyze(TEXT), lambda: m.generate(TEXT, tokens=2), lambda: m.tokenize(TEXT)):
         with pytest.raises(ValueError, match="^the model is closed$"):
             call()

@@ -142,6 +142,9 @@ def test_lens_and_attribution_against_the_family_reference(case):
     total = through["heads"].sum() + through["mlp"].sum() + through["embed"] + through["const"] + through["final_norm"]
     assert abs(total - own["logit"]) <= 1e-4 * scale
     assert through["logit"] == own["logit"]  # the side's own logit, however its parts are read
+    assert a.attribute(t, ids[t + 1], through="ssa")["final_norm"] == 0.0  # SSA through its own divisor: nothing, not float32's residue
+    with pytest.raises(ValueError, match=r"is not one of ssa, compare \(or tau1\), diff, base, base_diff, drift$"):
+        a.lens_grid(map="nope")
     with pytest.raises(ValueError, match='through must be "own" or "ssa"'):
         a.attribute(t, ids[t + 1], through="base")
     with pytest.raises(ValueError, match="position 100000 is out of range"):

@@ -762,6 +762,17 @@ TEST(FamiliesHf, NewerConfigKeysAreReadAsTransformersReadsThem) {
     EXPECT_EQ(n.rope_base, 500000.0);
     EXPECT_EQ(n.rope_llama3.factor, 8.0);
     EXPECT_EQ(model::DescribeArchitecture(n), model::DescribeArchitecture(o));
+    // Both keys, scaling alike (a folder re-saved by a newer transformers beside its old key): read.
+    auto both = model::Engine::Open(Patched("hf_llama3", "rope_both", {{"rope_theta", nullptr}, {"rope_parameters", parameters}}), "cpu");
+    ASSERT_TRUE(both.ok()) << both.error();
+    EXPECT_EQ(model::DescribeArchitecture((*both)->Info().config), model::DescribeArchitecture(o));
+    // GPT-NeoX's class reads rotary_pct over a partial_rotary_factor beside it (a quarter-rotary
+    // Pythia ran fully rotary).
+    auto neox = model::Engine::Open(std::string(SSAVIZ_TEST_OUT) + "/families/hf_gpt_neox", "cpu");
+    auto neox_both = model::Engine::Open(Patched("hf_gpt_neox", "neox_fraction", {{"partial_rotary_factor", 1.0}}), "cpu");
+    ASSERT_TRUE(neox.ok() && neox_both.ok()) << (neox.ok() ? neox_both.error() : neox.error());
+    EXPECT_EQ((*neox_both)->Info().config.rope_n_elem, (*neox)->Info().config.rope_n_elem);
+    EXPECT_EQ((*neox)->Info().config.rope_n_elem * 4, (*neox)->Info().config.HeadSize()) << "rotary_pct 0.25";
     // Llama's class never reads sliding_window (its mask is causal alone): neither does ssaviz (it windowed every layer).
     auto llama = model::Engine::Open(Patched("hf_llama3", "llama_window", {{"sliding_window", 4}}), "cpu");
     ASSERT_TRUE(llama.ok()) << llama.error();
@@ -838,6 +849,12 @@ TEST(FamiliesHf, BadConfigsAreOneLineErrors) {
         {"llama3_keys", "hf_llama3", {{"rope_scaling", {{"low_freq_factor", nullptr}}}}, "rope_scaling llama3 needs 'low_freq_factor'"},
         {"rope_parameters_per_layer", "hf_llama3", {{"rope_parameters", {{"full_attention", {{"rope_theta", 10000}}}}}},
          "rope_parameters has neither rope_type nor rope_theta"},
+        // Both, scaling otherwise: rope_scaling (which transformers reads) was dropped, unsaid.
+        {"rope_twice", "hf_llama3", {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}},
+         "rope_scaling and rope_parameters scale RoPE differently: keep one (transformers reads rope_scaling)"},
+        // A type not read is said to be, not to lack a factor.
+        {"rope_type_unread", "hf_llama3", {{"rope_scaling", {{"rope_type", "longrope"}, {"factor", nullptr}}}},
+         "rope_scaling type 'longrope' is not supported (expected default, linear or llama3)"},
     };
     for (const Case& c : cases) {
         auto engine = model::Engine::Open(Patched(c.from, c.name, c.patch), "cpu");
