@@ -184,7 +184,10 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
                                                        model::EscapeForMessage(std::filesystem::path(files->weights).filename().string()) +
                                                        "): a twin is another model, trained apart (without temperatures)"};
         // A twin that does not open leaves the engine as it was (with the twin before, if any).
-        if (auto s = m_engine->OpenTwin(compare.twin_dir, model::HintsBeside(compare.twin_hints.value_or(m_spec.hints), compare.twin_dir)); !s)
+        // The twin's own load flags as given (Python's compare=Model); else the model's, where the
+        // twin's folder lacks what they name.
+        const model::ConfigHints hints = compare.twin_hints ? *compare.twin_hints : model::HintsBeside(m_spec.hints, compare.twin_dir);
+        if (auto s = m_engine->OpenTwin(compare.twin_dir, hints); !s)
             return RunError{RunError::Kind::BadInput, s.error(), compare.twin_dir};
         m_twin = compare.twin_dir;
         return model::Ok{};

@@ -75,7 +75,10 @@ std::string RunTimeline::Misfit(const RunModel& m, const std::vector<int32_t>& t
         if (m.vocab != model.vocab) return other("a vocabulary of", std::to_string(m.vocab), std::to_string(model.vocab));
         if (m.context != model.context) return other("a context of", std::to_string(m.context), std::to_string(model.context));
     }
-    if (!steps.empty() && !ids.empty() && !text_ids.empty() && text_ids != ids) return "tokenises the text otherwise than " + from + ": another tokenizer";
+    // The tokens are the first analysed step's (an expected model's step had none to give).
+    if (!steps.empty() && !ids.empty() && !text_ids.empty() && text_ids != ids)
+        return "tokenises the text otherwise than the run's first analysed step, " + std::to_string(steps.front()) + " (" +
+               model::EscapeForMessage(checkpoints.front()) + "): another tokenizer";
     return "";
 }
 

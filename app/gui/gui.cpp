@@ -597,7 +597,7 @@ public:
             }
         }
         if (m_state.open_twin_request) {
-            m_worker.OpenTwin(*m_state.open_twin_request, m_state.hints);
+            m_worker.OpenTwin(*m_state.open_twin_request);
             m_state.open_twin_request.reset();
         }
         if (m_state.open_base_request) {  // the comparison below takes it; one that fails leaves the last that opened

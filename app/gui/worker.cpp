@@ -106,9 +106,8 @@ uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& d
     r.fallbacks = std::move(fallbacks);
     return Push(std::move(r));
 }
-uint64_t InferenceWorker::OpenTwin(const std::string& dir, const model::ConfigHints& hints) {
+uint64_t InferenceWorker::OpenTwin(const std::string& dir) {
     Request r(Request::Kind::OpenTwin, dir);
-    r.hints = hints;
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::CloseTwin() { return Push(Request(Request::Kind::CloseTwin)); }
@@ -341,8 +340,9 @@ void InferenceWorker::Handle(const Request& r) {
         }
         case Request::Kind::OpenTwin: {
             if (!m_runner) return Emit({Kind::Error, {}, nullptr, "open a model before its twin", r.id});
-            if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg, r.hints)); !s) return EmitComparisonFailed(s.error(), r.id);
-            m_twin = CompareSpec::Twin(r.arg, r.hints);  // the timeline's steps compare with it too
+            // Opened as the model was, its own folder's config and tokenizer first (Runner: model::HintsBeside).
+            if (auto s = m_runner->SetCompare(CompareSpec::Twin(r.arg)); !s) return EmitComparisonFailed(s.error(), r.id);
+            m_twin = CompareSpec::Twin(r.arg);  // the timeline's steps compare with it too
             return Emit({Kind::TwinOpened, *m_runner->engine().TwinInfo(), nullptr, "", r.id, NowMs() - r.start_ms});
         }
         case Request::Kind::SetComparison:

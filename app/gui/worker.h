@@ -165,7 +165,7 @@ public:
     // A twin or base that does not open answers ComparisonFailed (why, and what runs instead) and
     // leaves the comparison as it was; so does one asked for before the model opened, right after
     // its ModelOpened.
-    uint64_t OpenTwin(const std::string& dir, const model::ConfigHints& hints = {});
+    uint64_t OpenTwin(const std::string& dir);  // with the model's load flags where its folder lacks a config or tokenizer
     uint64_t CloseTwin();
     // The tau = 1 counterfactual (a second forward pass), the layer-local one or the unedited model
     // (closes a twin); kept across models.

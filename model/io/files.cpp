@@ -749,58 +749,89 @@ Result<std::string> WriteTempBeside(const std::string& path, std::string_view by
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) { return WriteFilesAtomically({{path, bytes}}); }
 
-Status RenameAllOrNone(const std::vector<std::pair<std::string, std::string>>& moves) {
+Status RenameAllOrNone(const std::vector<std::pair<std::string, std::string>>& moves, bool may_exchange) {
+    // Where each move put the file it replaced: the move's first path (swapped with it), a name
+    // beside that (linked or moved aside), or nowhere (nothing was there, or the last move's, which
+    // no later failure undoes).
     struct Made {
         size_t k;
-        std::string replaced;  // where the file it replaced went: the move's first path (swapped), one beside it, or none
+        std::string replaced;
+        bool swapped = false;
     };
     std::vector<Made> made;
-    auto undo = [&] {
+    made.reserve(moves.size());  // nothing to allocate once a rename is done
+    // Undone from the last: each new file back at its first path, each replaced one back in place.
+    // One that cannot go back is kept beside its place, and said.
+    auto undo = [&]() -> std::string {
+        std::string kept;
         for (auto it = made.rbegin(); it != made.rend(); ++it) {
             const auto& [from, to] = moves[it->k];
+            bool back = true;
 #ifdef RENAME_EXCHANGE
-            if (it->replaced == from) {
-                ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE);
-                continue;
-            }
+            if (it->swapped) back = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0;
 #endif
-            ::rename(to.c_str(), from.c_str());
-            if (!it->replaced.empty()) ::rename(it->replaced.c_str(), to.c_str());
+            if (!it->swapped) back = ::rename(to.c_str(), from.c_str()) == 0 && (it->replaced.empty() || ::rename(it->replaced.c_str(), to.c_str()) == 0);
+            if (back || it->replaced.empty()) continue;
+            const std::string old = it->swapped ? from : it->replaced, keep = to + ".ssaviz-kept";
+            if (::rename(old.c_str(), keep.c_str()) == 0) kept += "; the earlier " + Quoted(to) + " is kept as " + Quoted(keep);
+            else kept += "; the earlier " + Quoted(to) + " is at " + Quoted(old);
         }
+        return kept;
+    };
+    // A name beside `from` that nothing holds, for the file a move replaces.
+    auto free_name = [](const std::string& from) {
+        std::string name = from + ".replaced";
+        for (int n = 1; n < 1000; ++n) {
+            struct stat st {};
+            if (::lstat(name.c_str(), &st) != 0 && errno == ENOENT) break;
+            name = from + ".replaced-" + std::to_string(n);
+        }
+        return name;
     };
     for (size_t k = 0; k < moves.size(); ++k) {
         const auto& [from, to] = moves[k];
+        const bool last = k + 1 == moves.size();  // its own rename replaces at once, and nothing after it can fail
+        const std::string aside = last ? "" : free_name(from);
         struct stat st {};
         std::string why;
-        if (::lstat(to.c_str(), &st) != 0) {
+        if (::lstat(to.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            why = "a folder is there, where ssaviz writes a file";  // an exchange would swap it in
+        } else if (::lstat(to.c_str(), &st) != 0 || last) {
             if (::rename(from.c_str(), to.c_str()) == 0) {
-                made.push_back({k, ""});
+                made.push_back({k, "", false});
                 continue;
             }
             why = std::strerror(errno);
         } else {
 #ifdef RENAME_EXCHANGE
-            if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
-                made.push_back({k, from});
+            // The two swap names in one step: `to` whole at every moment, the old file at `from`.
+            if (may_exchange && ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+                made.push_back({k, from, true});
                 continue;
             }
-            if (errno != EINVAL && errno != ENOSYS) why = std::strerror(errno);  // else the file system cannot swap: aside
 #endif
-            if (why.empty()) {
-                const std::string aside = from + ".replaced";
-                if (::rename(to.c_str(), aside.c_str()) != 0) {
-                    why = std::strerror(errno);
-                } else if (::rename(from.c_str(), to.c_str()) != 0) {
-                    why = std::strerror(errno);
-                    ::rename(aside.c_str(), to.c_str());
-                } else {
-                    made.push_back({k, aside});
+            // Else the old file kept under a second name (a link: `to` replaced in one step), or
+            // where the file system has no links, moved aside before the new one goes in.
+            if (::link(to.c_str(), aside.c_str()) == 0) {
+                if (::rename(from.c_str(), to.c_str()) == 0) {
+                    made.push_back({k, aside, false});
                     continue;
                 }
+                why = std::strerror(errno);
+                ::unlink(aside.c_str());
+            } else if (::rename(to.c_str(), aside.c_str()) != 0) {
+                why = std::strerror(errno);
+            } else if (::rename(from.c_str(), to.c_str()) != 0) {
+                why = std::strerror(errno);
+                ::rename(aside.c_str(), to.c_str());
+            } else {
+                made.push_back({k, aside, false});
+                continue;
             }
         }
-        undo();
-        return Fail(Quoted(to) + ": cannot replace it (" + why + ")");
+        if (struct stat gone {}; ::lstat(from.c_str(), &gone) != 0) why = "its new version is gone (" + why + ")";
+        const std::string kept = undo();
+        return Fail(Quoted(to) + ": cannot replace it (" + why + ")" + (kept.empty() ? "; nothing was replaced" : kept));
     }
     for (const Made& m : made)
         if (!m.replaced.empty()) ::unlink(m.replaced.c_str());

@@ -86,12 +86,15 @@ Status WriteFileAtomically(const std::string& path, std::string_view bytes);
 // file first, and only once all are written are they renamed into place, so that a failure to
 // write any of them replaces none.
 Status WriteFilesAtomically(const std::vector<std::pair<std::string, std::string_view>>& files);
-// Renames each move's first path over its second (a file or link there replaced, never followed),
-// all or none: where one fails (a file there that cannot be replaced: immutable, busy), those
-// already made are undone, every file they replaced back in place, and the error names the place.
-// A replaced file is swapped to the first path (renameat2's RENAME_EXCHANGE; else moved aside
-// beside it) and removed once all are in place. Call it holding a PuttingInPlace.
-Status RenameAllOrNone(const std::vector<std::pair<std::string, std::string>>& moves);
+// Renames each move's first path over its second (a file or link there replaced, never followed;
+// a folder there refused), all or none: where one fails (a file there that cannot be replaced:
+// immutable, busy), those already made are undone, every file they replaced back in place, and the
+// error names the place. Each place is whole at every moment: a replaced file is swapped to the
+// first path (renameat2's RENAME_EXCHANGE), else kept under a second name beside it (a hard link;
+// moved aside where the file system has none), and removed once all are in place; the last move is
+// a plain rename, which nothing after it can undo. `may_exchange` false: as on a file system
+// without the exchange (tests). Call it holding a PuttingInPlace.
+Status RenameAllOrNone(const std::vector<std::pair<std::string, std::string>>& moves, bool may_exchange = true);
 // The first half of that for writers that stream: creates an empty temporary file beside `path`
 // (".NAME.ssaviz-PID-N.tmp") exclusively and returns its path; the caller fills it and renames it.
 // It first removes the temporary files of `path` a killed process left (AbandonedTempFiles).

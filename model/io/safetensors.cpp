@@ -188,8 +188,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t siz
         HeaderScan scan;
         if (!json::sax_parse(text, &scan)) return Fail(scan.error.empty() ? "header is not valid JSON" : scan.error);
     }
-    // Padding after the header's object: spaces as the format pads, or NULs some writers use.
-    auto parsed = ParseJsonText(text.substr(0, text.find_last_not_of('\0') + 1));  // nesting at most kMaxJsonDepth
+    // Padding after the header's object: spaces as the format pads, or NULs some writers use (with
+    // spaces after them too).
+    auto parsed = ParseJsonText(text.substr(0, text.find_last_not_of(std::string_view(" \t\r\n\0", 5)) + 1));  // nesting at most kMaxJsonDepth
     if (!parsed) return Fail("header is not valid JSON (" + EscapeForMessage(parsed.error()) + ")");
     const json& root = *parsed;
     if (!root.is_object()) return Fail("header is not a JSON object");

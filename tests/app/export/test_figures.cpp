@@ -236,7 +236,7 @@ TEST(RunTimeline, AMisfitNamesTheStepItIsSetAgainst) {
     EXPECT_EQ(shown.Fits(wide, {}), "has a width of 64; the step shown, 200 (checkpoint-200), has 32: another model");
     EXPECT_EQ(shown.Fits(two, {7, 8}), "");
     shown.Add(100, "checkpoint-100", 2, 2, {}, {}, 2, {});
-    EXPECT_EQ(shown.Fits(two, {7, 9}), "tokenises the text otherwise than the step shown, 200 (checkpoint-200): another tokenizer");
+    EXPECT_EQ(shown.Fits(two, {7, 9}), "tokenises the text otherwise than the run's first analysed step, 100 (checkpoint-100): another tokenizer");
 }
 
 TEST(RunTimeline, StepsToSparsityAndATokensTauQ) {

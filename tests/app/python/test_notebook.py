@@ -2,6 +2,7 @@
 and its outputs hold the figures: PNG images, SVG, the highlight's HTML, and the exported files."""
 
 import os
+import re
 
 import nbformat
 from nbclient import NotebookClient
@@ -23,6 +24,8 @@ def test_the_tour_runs_and_shows_its_figures(tmp_path):
     assert sum("<iframe srcdoc=" in o.data.get("text/html", "") for o in figures) >= 2  # the highlights, with hover values
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "tokens:" in text and "baseline mean loss" in text and "attention.npy" in text
-    assert "fine-tuning: 5.0371 -> 3.0224 nats = temperatures -0.0318 + drift -1.9828" in text, text  # the command line's split
+    split = re.search(r"fine-tuning: (\S+) -> (\S+) nats = temperatures (\S+) \+ drift (\S+)", text)
+    assert split, text  # the command line's split, within the last printed digit (other BLAS kernels)
+    assert all(abs(float(got) - want) <= 2e-4 for got, want in zip(split.groups(), (5.0371, 3.0224, -0.0318, -1.9828))), split.group(0)
     assert os.path.getsize(tmp_path / "tour_heatmap.png") > 1000
     assert (tmp_path / "tour_export" / "heatmaps").is_dir()

@@ -221,41 +221,57 @@ TEST(Files, JsonTextWithANulByteIsRefused) {
     EXPECT_EQ((*escaped)["a"].get<std::string>(), std::string("x\0y", 3));
 }
 
-// Files moved into place together, all or none: where a move fails part way (a file that cannot be
-// replaced, here one whose new version is gone), the moves before it are undone, the files they had
-// replaced back in place (an export whose last file could not be replaced left the user's first
-// files replaced, the rest not).
+// Files moved into place together, all or none: where a move fails part way (a place that cannot
+// take a file: here a folder, which an exchange would have swapped in; or a file whose new version
+// is gone), the moves before it are undone, the files they had replaced back in place (an export
+// whose last file could not be replaced left the user's first files replaced, the rest not). The
+// same with the file system's exchange and without it (a link, or a move aside).
 TEST(Files, RenamesAllOrNoneUndoTheMovesBeforeAFailure) {
-    const std::string dir = Dir("rename_all_or_none");
-    std::ofstream(dir + "/a") << "old a";
-    std::ofstream(dir + "/a.new") << "new a";
-    std::ofstream(dir + "/b.new") << "new b";  // b: nothing there yet
-    std::ofstream(dir + "/c") << "old c";
-    fs::create_symlink("c", dir + "/link");
-    std::ofstream(dir + "/link.new") << "new link";
-    for (const char* last : {"c", "d"}) {  // the failing move over a file, and over nothing
-        auto s = model::RenameAllOrNone(
-            {{dir + "/a.new", dir + "/a"}, {dir + "/b.new", dir + "/b"}, {dir + "/link.new", dir + "/link"}, {dir + "/gone", dir + "/" + last}});
-        ASSERT_FALSE(s);
-        EXPECT_NE(s.error().find("/" + std::string(last) + "': cannot replace it (No such file or directory)"), std::string::npos) << s.error();
-        EXPECT_EQ(Slurp(dir + "/a"), "old a");
-        EXPECT_EQ(Slurp(dir + "/a.new"), "new a");
-        EXPECT_FALSE(fs::exists(dir + "/b"));
-        EXPECT_EQ(Slurp(dir + "/b.new"), "new b");
-        EXPECT_TRUE(fs::is_symlink(dir + "/link")) << "the link back, never written through";
-        EXPECT_EQ(Slurp(dir + "/c"), "old c");
-        EXPECT_EQ(Slurp(dir + "/link.new"), "new link");
+    for (const bool exchange : {true, false}) {
+        const std::string dir = Dir(exchange ? "rename_all_or_none" : "rename_all_or_none_plain");
+        std::ofstream(dir + "/a") << "old a";
+        std::ofstream(dir + "/a.new") << "new a";
+        std::ofstream(dir + "/b.new") << "new b";  // b: nothing there yet
+        std::ofstream(dir + "/c") << "old c";
+        fs::create_symlink("c", dir + "/link");
+        std::ofstream(dir + "/link.new") << "new link";
+        fs::create_directories(dir + "/folder/inside");
+        std::ofstream(dir + "/folder.new") << "new folder";
+        std::ofstream(dir + "/d.new") << "new d";
+        const std::vector<std::pair<std::string, std::string>> before = {
+            {dir + "/a.new", dir + "/a"}, {dir + "/b.new", dir + "/b"}, {dir + "/link.new", dir + "/link"}};
+        for (const auto& [from, to, said] : {std::tuple<std::string, std::string, std::string>{"folder.new", "folder", "a folder is there"},
+                                             {"d.new", "d", "a folder is there"},  // a move made, then the folder's fails
+                                             {"gone", "c", "its new version is gone"}}) {
+            auto moves = before;
+            moves.emplace_back(dir + "/" + from, dir + "/" + to);
+            if (to == "d") moves.emplace_back(dir + "/folder.new", dir + "/folder");
+            auto s = model::RenameAllOrNone(moves, exchange);
+            ASSERT_FALSE(s);
+            EXPECT_NE(s.error().find(said), std::string::npos) << s.error();
+            EXPECT_NE(s.error().find("nothing was replaced"), std::string::npos) << s.error();
+            EXPECT_EQ(Slurp(dir + "/a"), "old a");
+            EXPECT_EQ(Slurp(dir + "/a.new"), "new a");
+            EXPECT_FALSE(fs::exists(dir + "/b"));
+            EXPECT_EQ(Slurp(dir + "/b.new"), "new b");
+            EXPECT_TRUE(fs::is_symlink(dir + "/link")) << "the link back, never written through";
+            EXPECT_EQ(Slurp(dir + "/c"), "old c");
+            EXPECT_EQ(Slurp(dir + "/link.new"), "new link");
+            EXPECT_TRUE(fs::is_directory(dir + "/folder/inside")) << "the user's folder where it was";
+            EXPECT_FALSE(fs::exists(dir + "/d"));
+            EXPECT_EQ(Slurp(dir + "/d.new"), "new d");
+        }
+        ASSERT_TRUE(model::RenameAllOrNone(before, exchange));
+        EXPECT_EQ(Slurp(dir + "/a"), "new a");
+        EXPECT_EQ(Slurp(dir + "/b"), "new b");
+        EXPECT_FALSE(fs::is_symlink(dir + "/link"));
+        EXPECT_EQ(Slurp(dir + "/link"), "new link");
+        EXPECT_EQ(Slurp(dir + "/c"), "old c") << "replaced the link, not what it pointed to";
+        std::vector<std::string> left;
+        for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+        std::sort(left.begin(), left.end());
+        EXPECT_EQ(left, (std::vector<std::string>{"a", "b", "c", "d.new", "folder", "folder.new", "link"})) << "the replaced files removed";
     }
-    ASSERT_TRUE(model::RenameAllOrNone({{dir + "/a.new", dir + "/a"}, {dir + "/b.new", dir + "/b"}, {dir + "/link.new", dir + "/link"}}));
-    EXPECT_EQ(Slurp(dir + "/a"), "new a");
-    EXPECT_EQ(Slurp(dir + "/b"), "new b");
-    EXPECT_FALSE(fs::is_symlink(dir + "/link"));
-    EXPECT_EQ(Slurp(dir + "/link"), "new link");
-    EXPECT_EQ(Slurp(dir + "/c"), "old c") << "replaced the link, not what it pointed to";
-    std::vector<std::string> left;
-    for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
-    std::sort(left.begin(), left.end());
-    EXPECT_EQ(left, (std::vector<std::string>{"a", "b", "c", "link"})) << "the replaced files removed";
 }
 
 // Folders (train's model folders and checkpoints) go in place the same way, and a folder the

@@ -125,6 +125,14 @@ TEST(SafetensorsParse, HeaderPaddedWithSpaces) {
     auto r = Parse(Bytes(R"({"w": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]}}     )", 3));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->tensors.size(), 1u);
+    // NULs as some writers pad, spaces after them too: read (JSON text itself holds no NUL).
+    for (const std::string& padding : {std::string(4, '\0'), std::string("\0\0  ", 4)}) {
+        auto padded = Parse(Bytes(R"({"w": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]}})" + padding, 3));
+        ASSERT_TRUE(padded.ok()) << padded.error();
+        EXPECT_EQ(padded->tensors.size(), 1u);
+    }
+    auto inside = Parse(Bytes(std::string(R"({"w": {"dtype": "U8",)") + '\0' + R"( "shape": [3], "data_offsets": [0, 3]}})", 3));
+    EXPECT_FALSE(inside.ok()) << "a NUL inside the header's object";
 }
 
 // A header whose length's low byte is 0x80 (128, 384, 1152 bytes: a pickle's PROTO opcode, as a
