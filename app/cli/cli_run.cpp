@@ -137,9 +137,19 @@ int CmdExportRun(const CommandOptions& o, const ExportOptions& options, const st
     spec.truncate = o.truncate;
     spec.options = options;
     std::set<int64_t> both;  // --steps's steps the second run has too
-    if (compare_steps)
+    if (compare_steps) {
         for (const RunStep& s : *compare_steps)
             if (full.count(s.step)) both.insert(s.step);
+        // Said, not left to be found missing: compare-run/ gets the steps it has.
+        std::string missing;
+        size_t count = 0;
+        for (int64_t step : full)
+            if (!both.count(step) && ++count <= 10) missing += (missing.empty() ? "" : ", ") + std::to_string(step);
+        if (count > 10) missing += " and " + std::to_string(count - 10) + " more";
+        if (count > 0)
+            std::fprintf(stderr, "ssaviz: note: the compare run has no step %s of --steps: compare-run/ holds no export of %s\n", missing.c_str(),
+                         count == 1 ? "it" : "them");
+    }
     // Where the files go, checked before any checkpoint is opened: outside the runs (CmdExport asked),
     // and no link or file where a folder goes.
     const fs::path out(options.out_dir);

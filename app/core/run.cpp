@@ -50,6 +50,19 @@ const CompareKindInfo& CompareKindRunning(model::Comparison runs) {
     return CompareKinds()[0];
 }
 
+std::string MistypedComparison(const CompareSpec& compare) {
+    // A word that is no comparison and names nothing here (--compare locl, Vanilla, tau=1): a
+    // mistyped comparison more likely than a twin's missing folder.
+    std::error_code ec;
+    if (compare.kind != CompareKind::Twin || compare.twin_dir.find('/') != std::string::npos ||
+        std::filesystem::exists(std::filesystem::symlink_status(compare.twin_dir, ec)))
+        return "";
+    std::string kinds;
+    for (const CompareKindInfo& k : CompareKinds())
+        if (k.keyword) kinds += (kinds.empty() ? "" : ", ") + std::string(k.key);
+    return "the comparison '" + model::EscapeForMessage(compare.twin_dir) + "' is none of " + kinds + ", tau1, and no twin's folder of that name exists";
+}
+
 CompareSpec ParseCompare(const std::string& value, bool python) {
     if (value == "tau1") return CompareKind::Global;  // what metrics.json's comparison_kind calls it
     for (const CompareKindInfo& k : CompareKinds())
@@ -167,16 +180,8 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
     CloseBase();
     if (compare.kind == CompareKind::Twin) {
         if (compare.twin_dir == m_twin) return model::Ok{};
-        // A word that is no comparison and names nothing here (--compare locl, Vanilla, tau=1): a
-        // mistyped comparison more likely than a twin's missing folder.
+        if (const std::string why = MistypedComparison(compare); !why.empty()) return RunError{RunError::Kind::Usage, why};
         std::error_code ec;
-        if (compare.twin_dir.find('/') == std::string::npos && !std::filesystem::exists(std::filesystem::symlink_status(compare.twin_dir, ec))) {
-            std::string kinds;
-            for (const CompareKindInfo& k : CompareKinds())
-                if (k.keyword) kinds += (kinds.empty() ? "" : ", ") + std::string(k.key);
-            return RunError{RunError::Kind::Usage, "the comparison '" + model::EscapeForMessage(compare.twin_dir) + "' is none of " + kinds +
-                                                       ", tau1, and no twin's folder of that name exists"};
-        }
         // The model itself as its twin: every difference would be 0, unsaid.
         if (auto files = model::FindModelFiles(compare.twin_dir); files && !Info().weights_path.empty() &&
                                                                    std::filesystem::equivalent(files->weights, Info().weights_path, ec))

@@ -83,6 +83,9 @@ struct CompareSpec {
 CompareSpec ParseCompare(const std::string& value, bool python = false);
 // The inverse: the keyword, or the twin's folder.
 std::string SpellCompare(const CompareSpec& compare);
+// Why a twin's folder is more likely a mistyped comparison (a bare word that names nothing here:
+// locl, Vanilla, drift), as a message; empty where it is none.
+std::string MistypedComparison(const CompareSpec& compare);
 // --compare's value hint ("vanilla|local|unedited|DIR") and help, from the table.
 std::string CompareFlagHint();
 std::string CompareFlagHelp();

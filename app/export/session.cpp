@@ -243,6 +243,8 @@ model::Result<Session> SessionFromJson(const json& j) {
         s.compare_run_dir = o.compare_run.value_or("");
         if (!s.compare_run_dir.empty() && s.run_dir.empty()) throw BadKey{"'compare_run' goes with 'run' (a run to compare it with)"};
         s.compare = o.compare;
+        // Before any model opens, by its key (it was found once the model had loaded, as if a flag).
+        if (const std::string why = MistypedComparison(s.compare); !why.empty()) throw BadKey{"'compare': " + why};
         s.device = o.device.value_or(s.device);
         s.text = o.text.value_or("");
         // The editor holds C strings: a NUL would hide the text after it while the model reads it all.

@@ -178,7 +178,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* data, size_t siz
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | data[i];
     if (header_len > size - 8)
-        return Fail("header length " + std::to_string(header_len) + " exceeds the file's " + std::to_string(size - 8) + " bytes after the length field");
+        return Fail("header length " + std::to_string(header_len) + " exceeds the file's " + std::to_string(size - 8) +
+                    " bytes after the length field: not a safetensors file, or a truncated one");
     if (header_len > kMaxHeaderBytes)
         return Fail("header length " + std::to_string(header_len) + " is over the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
     if (header_len < 2) return Fail("header length " + std::to_string(header_len) + " is too short for a JSON object");

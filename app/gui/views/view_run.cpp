@@ -176,7 +176,9 @@ void RunView::DrawTimeline(WindowState& state) {
     const float plot_h = std::max(160.0f, ImGui::GetContentRegionAvail().y * 0.55f);
     viz::DrawPlot("##run_curves", ImVec2(0, plot_h), m_plot);
     state.regions["run_curves"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, plot_h};
-    if (IsRunLensCurve(key) && t->timeline.HasLens()) {  // when each layer came to predict the text
+    // When each layer came to predict the text: SSA's own lens loss, under its curve alone (under a
+    // difference's, which need not fall, it read as the difference's).
+    if (key == kRunLensCurve && t->timeline.HasLens()) {
         std::string line = "Half of the fall:";
         for (size_t l = 1; l < m_halfway.size(); ++l)
             line += (l == 1 ? " " : ", ") + (l + 1 == m_halfway.size() ? std::string("its loss ") : "after L" + std::to_string(l - 1) + " ") +

@@ -318,6 +318,11 @@ TEST(Compare, OneVocabularyForFlagsSessionsAndPython) {
     EXPECT_EQ(app::ParseCompare("/models/vanilla").twin_dir, "/models/vanilla");
     EXPECT_EQ(app::ParseCompare("none").kind, app::CompareKind::Twin);  // a folder ./none on the command line
     EXPECT_EQ(app::ParseCompare("none", /*python=*/true).kind, app::CompareKind::None);
+    // A bare word that names no folder is a mistyped comparison, refused by its key before any model
+    // opens (it was found once the model had loaded, as if a flag: "--compare and --base exclude...").
+    auto drift = app::SessionFromJson(json{{"ssaviz_session", 1}, {"compare", "drift"}});
+    ASSERT_FALSE(drift);
+    EXPECT_NE(drift.error().find("'compare': the comparison 'drift' is none of vanilla, local, unedited"), std::string::npos) << drift.error();
     EXPECT_EQ(app::CompareFlagHint(), "vanilla|local|unedited|base|DIR");
     // A fine-tune's base: by keyword (the base beside the model), its folder kept under "base".
     app::CommandOptions base;
