@@ -10,7 +10,8 @@ of its size), with its absolute difference.
            against the CPU's; exports with 1 MB blocks of rows (tags blocks, blocks-base, and
            block-products: each block running the whole layer, SSAVIZ_LAYER_PRODUCTS=blocks, where
            the device's default runs a layer's weights over every row at once), where made, against
-           the CPU's too; the fused temperatures' exports (SSAVIZ_CUDA_TEMPERATURES=1, tags
+           the CPU's too; --rank-heads beside a base and a run's timeline with its steps' exports
+           (tags rank-base and run) against the CPU's; the fused temperatures' exports (SSAVIZ_CUDA_TEMPERATURES=1, tags
            temperatures and temperatures-what-ifs) against the CPU's; and those of the softmax and
            row measures' kernel and the predictions' (SSAVIZ_CUDA_SOFTMAX_MEASURES=1
            SSAVIZ_CUDA_PREDICTIONS=1, tags kernels, kernels-twin, -base and -blocks) against the CPU's;
@@ -64,24 +65,37 @@ def compare(a, b, label, switch=None):
             for i, x in enumerate(v): yield from numbers(x, path + f"[{i}]")
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             yield path, float(v)
-    try:
-        ja = dict(numbers(json.load(open(os.path.join(a, "metrics.json")))))
-        mb = json.load(open(os.path.join(b, "metrics.json")))
-        jb = dict(numbers(mb))
-        settings = mb.get("model", {}).get("settings", [])  # what `info` names: the switches in effect there
-        if settings:
-            worst.append("settings: " + "; ".join(str(x).split(":")[0] for x in settings))
-        skip = ("ms", "threads", "seconds")
-        keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
-        if keys:
-            scaled = lambda k: abs(ja[k] - jb[k]) / max(1.0, abs(ja[k]))
-            k = max(keys, key=scaled)
-            worst.append(f"metrics.json {scaled(k):.2e} relative ({k}: {abs(ja[k] - jb[k]):.2e})")
-            if group: group["metrics"] = max(group["metrics"], scaled(k))
-    except (OSError, ValueError) as e:
-        worst.append(f"metrics.json: {e}")
-        if group: group["missing"] += 1
+    # metrics.json (a run's run.json), and beside it what --rank-heads and --lens write as JSON
+    jsons = [f for f in ("metrics.json", "run.json", "head_impacts.json", "dla_at.json") if os.path.exists(os.path.join(a, f))]
+    for f in jsons or ["metrics.json"]:
+        try:
+            ja = dict(numbers(json.load(open(os.path.join(a, f)))))
+            mb = json.load(open(os.path.join(b, f)))
+            jb = dict(numbers(mb))
+            settings = mb.get("model", {}).get("settings", []) if isinstance(mb, dict) else []  # what `info` names: the switches in effect there
+            if settings:
+                worst.append("settings: " + "; ".join(str(x).split(":")[0] for x in settings))
+            skip = ("ms", "threads", "seconds")
+            keys = [k for k in ja if k in jb and not any(k.endswith(s) for s in skip) and np.isfinite(ja[k]) and np.isfinite(jb[k])]
+            alone = [k for k in ja if k not in jb and not any(k.endswith(s) for s in skip)]
+            if alone:  # a number on one side only
+                worst.append(f"{f}: {len(alone)} numbers missing ({alone[0]} ...)")
+                if group: group["missing"] += 1
+            if keys:
+                scaled = lambda k: abs(ja[k] - jb[k]) / max(1.0, abs(ja[k]))
+                k = max(keys, key=scaled)
+                worst.append(f"{f} {scaled(k):.2e} relative ({k}: {abs(ja[k] - jb[k]):.2e})")
+                if group: group["metrics"] = max(group["metrics"], scaled(k))
+        except (OSError, ValueError) as e:
+            worst.append(f"{f}: {e}")
+            if group: group["missing"] += 1
     print(f"{label:38s} " + ", ".join(worst))
+    # A run's chosen steps' whole exports (--steps), each as an export of its own
+    for step in sorted(glob.glob(os.path.join(a, "step-*"))):
+        compare(step, os.path.join(b, os.path.basename(step)), f"{label} {os.path.basename(step)}", switch)
+# A head's part of the loss is a difference of two losses, each within 1e-5 of the CPU's (2026-11-29:
+# 1.05e-5 at most): the ranking's group is held to 3e-5, every statistic else to issue 37's 1e-5.
+tolerance = {"heads, runs": 3e-5}
 def report():
     """Each switch's largest differences from the CPU over all its exports, and whether they meet
     issue 37's 1e-5 (a switch that does can be on by default)."""
@@ -91,8 +105,8 @@ def report():
     for switch, g in summary.items():
         if g["missing"]:
             verdict = f"NOT EXACT: {g['missing']} arrays or files missing, misshapen or finite on one side only"
-        elif max(g["maps"], g["rest"], g["metrics"]) > 1e-5:
-            verdict = "NOT EXACT (over 1e-5)"
+        elif max(g["maps"], g["rest"], g["metrics"]) > tolerance.get(switch, 1e-5):
+            verdict = f"NOT EXACT (over {tolerance.get(switch, 1e-5):g})"
         else:
             verdict = "exact" + (": can be on by default" if switch in ("temperatures", "kernels", "tf32x3", "fused") else "")
         print(f"  {switch:14s} {g['exports']:7d} {g['maps']:9.2e} {g['rest']:9.2e} {g['metrics']:9.2e}  {verdict}")
@@ -110,6 +124,13 @@ compare(f"{work}/out-gpt2-{dev}-f32", f"{work}/out-gpt2-{dev}-bf16", f"gpt2 {dev
 compare(f"{work}/out-llama-{dev}-f32", f"{work}/out-llama-{dev}-bf16", f"llama {dev} bf16 vs f32")
 if dev == "cuda":
     compare(f"{work}/out-gpt2-cuda-f32", f"{work}/out-gpt2-cuda-f16", "gpt2 cuda f16 vs f32")
+for name, tag in [("gpt2", "rank-base"), ("llama", "rank-base"), ("llama", "rank"), ("run", "run"), ("run", "run-compare"),
+                  ("llama", "local"), ("mistral-window", "window")]:
+    if tried(name, tag):  # --rank-heads beside a base and alone, --dla-target, runs' timelines and their steps' exports
+        compare(f"{work}/out-{name}-cpu-{tag}", f"{work}/out-{name}-{dev}-{tag}", f"{name} {dev} {tag} vs cpu", "heads, runs")
+for on in ("kernels", "fused"):
+    if tried("mistral-window", f"window-{on}"):  # a sliding window with the row measures' kernel, and the rows fused
+        compare(f"{work}/out-mistral-window-cpu-window", f"{work}/out-mistral-window-{dev}-window-{on}", f"mistral-window {dev} {on} vs cpu", on)
 for name, tag, cpu in [("gpt2", "blocks", "f32"), ("llama", "blocks", "f32"), ("gpt2", "blocks-base", "base"),
                        ("llama", "block-products", "f32"), ("gpt2", "block-products-base", "base")]:
     if tried(name, tag):  # SSAVIZ_DEVICE_BLOCK_MB=1: many blocks of rows a layer

@@ -92,6 +92,7 @@ py=${SSAVIZ_GPU_PYTHON:-$(command -v python3)}
 cat "$out/machine.txt" | grep -E "H100|H200|Model name|torch" | head -n 4
 for _ in 1 2 3 4 5 6; do cat /usr/share/common-licenses/GPL-3 2>/dev/null || cat "$here/README.md"; done >"$work/long.txt"
 head -c 2400 "$work/long.txt" >"$work/text.txt"
+head -c 600 "$work/long.txt" >"$work/short.txt"
 
 tok="$here/assets/tokenizers/gpt2"
 small="$work/gpt2-small"  # GPT-2 small's shape, random weights (the small, lens and profile stages)
@@ -106,12 +107,14 @@ fi
 # exactness-log.txt; nothing timed runs while they do.
 jobs_max=${SSAVIZ_GPU_JOBS:-$([ "$dev" = cuda ] && echo 6 || echo 2)}
 exact_started=0
-exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG (the settings in force are the caller's)
+exact() {  # NAME DEVICE TAG EXTRA...   writes $work/out-NAME-DEVICE-TAG (the settings in force are the caller's; NAME run: the run $work/run;
+           # EXACT_TEXT=short.txt: the text's first 600 bytes)
   local name=$1 device=$2 tag=$3; shift 3
+  local what=(--model "$work/$name"); [ "$name" = run ] && what=(--run "$work/run")
   exact_started=$((exact_started + 1))  # here, not inside $(...): a subshell's count is lost
   local log; printf -v log '%s/exact-%03d.log' "$work" "$exact_started"
   : >"$work/tried-$name-$device-$tag"  # compare_exports.py counts an export tried and not written as missing
-  { timeout 40 "$build/ssaviz" export --model "$work/$name" --device "$device" --text-file "$work/text.txt" --truncate \
+  { timeout 40 "$build/ssaviz" export "${what[@]}" --device "$device" --text-file "$work/${EXACT_TEXT:-text.txt}" --truncate \
       --format npy,json --out "$work/out-$name-$device-$tag" "$@" >"$log" 2>&1 ||
       echo "export $name on $device $* failed" | tee -a "$log"; } &
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
@@ -142,6 +145,37 @@ done
 exact gpt2 cpu twin --compare "$work/twin"; exact gpt2 "$dev" twin --compare "$work/twin"
 exact gpt2 cpu base --base "$work/twin" --lens; exact gpt2 "$dev" base --base "$work/twin" --lens  # three sides: the base's maps, metrics and lens
 exact gpt2 "$dev" bf16 --dtype bf16; exact llama "$dev" bf16 --dtype bf16
+# What each head did and what a run did (since 2026-12-04, not yet run on a device): --rank-heads
+# beside a base (a what-if a head, and the drift's parts: each head's, layer's and the embeddings'
+# weights taken back from the base one at a time), the attribution of the next token and of SSA's
+# top prediction, and a training run's timeline beside a base with every step's whole export (two
+# checkpoint-N/ folders of GPT-2's shape), on the device against the same on the CPU.
+# Also what no device ran yet: the ranking without a base, the next token against SSA's other at a
+# position, a run beside a compare run, the layer-local comparison's lens, and a sliding window of 64
+# keys on a text of some 600 tokens (a Hugging Face Mistral folder: the row measures count the keys
+# a row sees, min(i, w)).
+mk llama-base --family llama --kv-heads 2 --seed 9
+mk mistral-window --family mistral --kv-heads 1 --seed 10 --layout hf
+"$py" - "$work/mistral-window/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["sliding_window"] = 64; json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF
+rm -rf "$work/run" "$work/run2"; mkdir -p "$work/run" "$work/run2"
+cp -r "$work/gpt2" "$work/run/checkpoint-100"; cp -r "$work/twin" "$work/run/checkpoint-200"
+cp -r "$work/twin" "$work/run2/checkpoint-100"; cp -r "$work/gpt2" "$work/run2/checkpoint-200"
+for d in $([ "$dev" = cpu ] && echo cpu || echo "cpu $dev"); do
+  EXACT_TEXT=short.txt exact gpt2 "$d" rank-base --base "$work/twin" --lens --rank-heads --dla-target next  # some 30 analyses each
+  EXACT_TEXT=short.txt exact llama "$d" rank-base --base "$work/llama-base" --lens --rank-heads --dla-target top
+  EXACT_TEXT=short.txt exact llama "$d" rank --rank-heads --lens --dla-target next-against-other --dla-position 20
+  exact run "$d" run --base "$work/twin" --lens --steps all
+  exact run "$d" run-compare --compare-run "$work/run2" --lens --steps 200
+  exact llama "$d" local --compare local --lens
+  exact mistral-window "$d" window --lens
+done
+if [ "$dev" != cpu ]; then  # the window with the row measures' kernel, and with the rows fused
+  SSAVIZ_CUDA_SOFTMAX_MEASURES=1 SSAVIZ_CUDA_PREDICTIONS=1 exact mistral-window "$dev" window-kernels --lens
+  SSAVIZ_FUSED_ATTENTION=1 exact mistral-window "$dev" window-fused --lens
+fi
 [ "$dev" = cuda ] && exact gpt2 cuda f16 --dtype f16
 # Blocks of 1 MB (several a layer at these sizes, where the default takes every row at once).
 SSAVIZ_DEVICE_BLOCK_MB=1 exact gpt2 "$dev" blocks --lens
@@ -255,7 +289,8 @@ if want python; then
 stage "the Python module on $dev against the CPU, and the host's ops per analysis"
 if [ -f "$build/python/ssaviz/__init__.py" ]; then
   cp -r "$here/assets/models/english/ssa" "$work/english-py" 2>/dev/null
-  PYTHONPATH="$build/python" timeout 120 "$py" -W ignore "$here/bench/gpu_python.py" "$work/english-py" "$dev" "$work/long.txt" "$work" 2>&1 |
+  cp -r "$here/assets/models/english/vanilla" "$work/english-py-base" 2>/dev/null  # as a base: the lens, attribute() and rank_heads() beside it
+  PYTHONPATH="$build/python" timeout 120 "$py" -W ignore "$here/bench/gpu_python.py" "$work/english-py" "$dev" "$work/long.txt" "$work" 1e-5 "$work/english-py-base" 2>&1 |
     tee "$out/python.txt"
 else
   echo "no Python module in $build (see build-gpu-configure.log's \"Python module\" line)" | tee "$out/python.txt"

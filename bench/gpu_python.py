@@ -4,9 +4,13 @@ GPU the machine has) against device="cpu" on the same text, every array of the a
 TOL (|difference| / max(1, |CPU's value|): effective support counts keys, up to T, so float32
 holds it to about 1e-7 of its size, not of 1); the arrays' first read timed against a second (copied to the host once); and, where
 dask.distributed is installed, export_batch on a LocalCluster with a device per worker against
-the serial CPU batch. Prints one line per check and exits 1 if any failed.
+the serial CPU batch. With BASE (a fine-tune's base of MODEL's shape) also the lens, the
+attribution and the head ranking beside it on the device against the CPU: every side's lens loss
+and parts, one token's attribute() read through SSA's divisor, and rank_heads()'s every part
+(a what-if a head; the drift's parts, each weight taken back from the base one at a time).
+Prints one line per check and exits 1 if any failed.
 
-    usage: PYTHONPATH=BUILD/python python3 bench/gpu_python.py MODEL DEVICE TEXT_FILE WORK [TOL]
+    usage: PYTHONPATH=BUILD/python python3 bench/gpu_python.py MODEL DEVICE TEXT_FILE WORK [TOL [BASE]]
            (DEVICE cpu: a dry run on a machine without a GPU)
 """
 import os
@@ -43,10 +47,51 @@ def worst(a, b):
     return out
 
 
+def worst_of(ref, got, prefix):
+    """The largest scaled |difference| of two dicts' numeric values (numbers, lists, arrays), by key."""
+    out = {}
+    for k, x in ref.items():
+        if isinstance(x, (str, bytes)) or x is None or (isinstance(x, list) and x and isinstance(x[0], str)):
+            continue
+        out[prefix + k] = largest(got.get(k, np.nan), x) if k in got else float("inf")
+    return out
+
+
+def beside_base(model, base, device, text, tol, check):
+    """The lens, the attribution and the head ranking beside a base on DEVICE against the CPU (a
+    head's part of the loss is a difference of two losses, each within tol: held to 3 tol)."""
+    sides, token, models = [], None, []
+    for name in ("cpu", device):
+        m = ssaviz.load(model, device=name)
+        models.append(m)
+        t0 = time.perf_counter()
+        a = m.analyze(text, truncate=True, base=base, lens=True)
+        token = int(a.top_ids[-1][0]) if token is None else token  # the CPU's top token on both: a near tie picks one
+        parts = a.attribute(-1, token, side="base", through="ssa")
+        t1 = time.perf_counter()
+        ranked = a.rank_heads(progress=False)
+        t2 = time.perf_counter()
+        sides.append((a, parts, ranked, t1 - t0, t2 - t1))
+    (ref, ref_parts, ref_ranked, _, _), (a, parts, ranked, lens_s, rank_s) = sides
+    diffs = {}
+    for name in ("lens_loss", "lens_loss_compare", "lens_loss_base", "dla", "dla_mlp", "dla_embed", "dla_const",
+                 "dla_logit", "dla_divisor", "dla_base", "dla_compare", "dla_divisor_base", "dla_const_free"):
+        diffs[name] = largest(getattr(a, name), getattr(ref, name))
+    diffs.update(worst_of(ref_parts, parts, "attribute."))
+    diffs.update({k: v / 3 for k, v in worst_of(ref_ranked, ranked, "rank_heads.").items()})  # said as a share of 3 tol
+    key = max(diffs, key=diffs.get)
+    check(f"{device} beside a base: lens, attribute(through='ssa'), rank_heads() (its parts / 3)", diffs[key] <= tol,
+          f"{len(diffs)} arrays, largest |diff| / max(1, |cpu|) {diffs[key]:.3g} ({key}), tolerance {tol};"
+          f" the lens and attribution {1e3 * lens_s:.0f} ms, rank_heads {1e3 * rank_s:.0f} ms on {device}")
+    for m in models:
+        m.close()
+
+
 def main():
     warnings.simplefilter("ignore")  # texts longer than the model's context are truncated, as asked
     model, device, text_file, work = sys.argv[1:5]
     tol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
+    base = sys.argv[6] if len(sys.argv) > 6 else None
     text = open(text_file, encoding="utf-8").read()[:3000]
     failed = []
 
@@ -77,6 +122,8 @@ def main():
         check(f"{name}: a map read twice is the same array", np.array_equal(first, again),
               f"analyze {1e3 * (t1 - t0):.1f} ms, a head's map {1e3 * (t2 - t1):.2f} ms, again {1e3 * (t3 - t2):.3f} ms")
         m.close()
+    if base:
+        beside_base(model, base, device, text, tol, check)
 
     try:
         import distributed
