@@ -41,10 +41,22 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     auto baseline = engine.Analyze(tokens, options);  // usually the shown analysis, reused whole
     if (!baseline) return model::Fail(baseline.error());
     if (baseline->loss.empty()) return model::Fail("a text of one token has no loss to rank the heads by");
-    impacts->baseline_tokens = std::make_shared<const std::vector<float>>(baseline->loss);
+    // Every loss here, the baseline's too, from the engine's loss pass: SSA's side alone, no map,
+    // measure or prediction (a whole analysis a what-if cost three to five times as much), one pass
+    // for all so that a part is the difference of two sums made alike.
+    auto loss_now = [&]() -> LossByToken {
+        auto loss = engine.LossFromBase(tokens.ids, {}, options.cancel);
+        return loss ? std::make_shared<const std::vector<float>>(std::move(*loss)) : nullptr;
+    };
+    auto first = engine.LossFromBase(tokens.ids, {}, options.cancel);
+    if (!first) return model::Fail(first.error());
+    impacts->baseline_tokens = std::make_shared<const std::vector<float>>(std::move(*first));
     impacts->baseline = MeanOf(impacts->baseline_tokens);
     bool go_on = true;
-    const int passes = RankPasses(c.n_layer, c.n_head, what, engine.BaseInfo() != nullptr);
+    // A model of one temperature (the official checkpoints: tau_q alone) has the other's part of
+    // nothing, not measured (null), and its own alone is the whole part: one pass a head, not three.
+    const bool has_q = c.query.Active(), has_v = c.value.Active();
+    const int passes = RankPasses(c.n_layer, c.n_head, what, engine.BaseInfo() != nullptr, has_q && has_v);
     int passed = 1;  // the baseline
     auto tell = [&] {
         if (what.progress) what.progress->store(std::min(1.0f, static_cast<float>(passed) / static_cast<float>(std::max(passes, 1))));
@@ -57,8 +69,7 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
         std::vector<model::Intervention> with = impacts->on_top;
         with.push_back(x);
         if (!engine.SetInterventions(with)) return nullptr;  // cannot happen: the layer and head are the model's
-        auto a = engine.Analyze(tokens, options);
-        return a ? std::make_shared<const std::vector<float>>(std::move(a->loss)) : nullptr;
+        return loss_now();
     };
     // The drift's: the loss with some weights from the base (null where cancelled or refused).
     impacts->drift = what.drift && engine.BaseInfo() != nullptr;
@@ -80,7 +91,7 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     if (impacts->drift) {
         impacts->base_temperatures = BaseTemperatures(*baseline);
         impacts->settings_difference = model::SettingsDifference(c, engine.BaseInfo()->config);
-        impacts->drift_baseline_tokens = loss_from_base({});
+        impacts->drift_baseline_tokens = impacts->baseline_tokens;  // the same pass: no weight taken, the what-ifs asked
         impacts->embeddings_from_base_tokens = loss_from_base({{Part::Embeddings}});
         impacts->all_from_base_tokens = loss_from_base({{Part::All}});
         impacts->drift_baseline = MeanOf(impacts->drift_baseline_tokens);
@@ -112,9 +123,11 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
             HeadImpact impact;
             impact.layer = l, impact.head = h;
             impact.tokens = off.tau_q && off.tau_v ? impacts->baseline_tokens : loss_with({Kind::Ablate, l, h, 0.0f});
-            if (what.split)
+            if (what.split && has_q && has_v)
                 impact.tokens_tau_q = off.tau_q ? impacts->baseline_tokens : loss_with({Kind::QueryOff, l, h, 0.0f}),
                 impact.tokens_tau_v = off.tau_v ? impacts->baseline_tokens : loss_with({Kind::ValueOff, l, h, 0.0f});
+            else if (what.split)
+                (has_q ? impact.tokens_tau_q : impact.tokens_tau_v) = impact.tokens;
             if (impacts->drift) {
                 impact.tokens_from_base = loss_from_base({{Part::Head, l, h}});
                 if (h == c.n_head - 1) {  // the layer's last step
@@ -149,9 +162,9 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     return model::Ok{};
 }
 
-int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base) {
+int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base, bool both_temperatures) {
     const bool drift = what.drift && has_base;
-    return 1 + n_layer * n_head * ((what.split ? 3 : 1) + (drift ? 1 : 0)) + (drift ? 3 + 6 * n_layer : 0);
+    return 1 + n_layer * n_head * ((what.split && both_temperatures ? 3 : 1) + (drift ? 1 : 0)) + (drift ? 2 + 6 * n_layer : 0);
 }
 
 std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int n_head, TemperaturePart which) {

@@ -70,24 +70,28 @@ struct HeadImpacts {
 };
 
 // What MeasureHeadImpacts measures beside each head at tau = 1: `split`, its tau_q and tau_v one
-// at a time too (three analyses a head, not one); `drift`, beside a base, its weights from the base
-// (a forward pass a head, two a layer, three more). A head the what-ifs already set to tau = 1 is
-// not analysed again: its losses are the baseline.
+// at a time too (three loss passes a head, not one); `drift`, beside a base, its weights from the
+// base (a pass a head, six a layer, two more). Every pass is the engine's loss pass (SSA's side
+// alone: no map, measure or prediction). A head the what-ifs already set to tau = 1 is not run
+// again: its losses are the baseline. A model of one temperature (tau_q alone, as the official
+// checkpoints) splits nothing: that one's part is the whole, the other's not measured (NaN).
 struct RankOptions {
     bool split = false, drift = false;
-    // Passes done / passes (RankPasses), after each: a head is three analyses and beside a base
+    // Passes done / passes (RankPasses), after each: a head is three passes and beside a base
     // some more, so "0 / 144 heads" sat for seconds where this moves.
     std::atomic<float>* progress = nullptr;
 };
-// The passes MeasureHeadImpacts runs: the baseline, each head's (three with `split`, one more beside a
-// base), and beside a base three first and six a layer.
-int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base);
+// The passes MeasureHeadImpacts runs: the baseline, each head's (three with `split` where the model
+// has both temperatures, one more beside a base), and beside a base two first and six a layer.
+int RankPasses(int n_layer, int n_head, const RankOptions& what, bool has_base, bool both_temperatures = true);
 
 // Measures every head, layer by layer: the text's mean loss with that head at tau = 1
 // (Intervention::Kind::Ablate) on top of the engine's what-ifs, against the loss with those alone
 // (`baseline`). `each` is told after every head (progress); false from it stops the measuring
 // (`cancelled`), as does `options.cancel`. The engine's what-ifs are as they were afterwards. Fails
-// only where the baseline's analysis does (a text the model refuses); a text of one token has no loss.
+// only where the baseline's analysis or loss pass does (a text the model refuses); a text of one
+// token has no loss. Each loss is Engine::LossFromBase's with no part (the what-ifs applied), the
+// baseline's too, so a part is two sums made alike (within float32's rounding of the analysis's).
 // `what.drift` without a base measures no drift (impacts->drift false).
 model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenization& tokens, const model::AnalyzeOptions& options,
                                  HeadImpacts* impacts, const std::function<bool(const HeadImpacts&)>& each = {}, RankOptions what = {});

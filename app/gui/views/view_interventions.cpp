@@ -206,8 +206,8 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
     ImGui::SameLine();
     viz::HelpMarker("Each head in turn set to tau = 1 (on top of the what-ifs above), on the current text: the mean loss\n"
                     "it gives, and its temperatures' part of the loss, the baseline minus that loss (below 0, blue: they\n"
-                    "lowered it, as export --rank-heads writes it). Then tau_q alone and tau_v alone at 1 (three analyses\n"
-                    "a head), and beside a base the head's weights (q, k, v, o; never its temperatures) from the base:\n"
+                    "lowered it, as export --rank-heads writes it). Then tau_q alone and tau_v alone at 1 (three loss passes\n"
+                    "a head: SSA's side alone, no maps), and beside a base the head's weights (q, k, v, o; never its temperatures) from the base:\n"
                     "the fine-tune's drift in that head (each layer's attention and MLP too, in the export and Fine-tune).\n"
                     "Any edit or new request stops it. Click a row to show that head; hover a part for where on the text it acted.");
     const int total = state.Layers() * state.Heads();
@@ -221,9 +221,10 @@ void InterventionsView::DrawHeadRanking(WindowState& state) {
         if (ImGui::Button("Cancel")) state.cancel_job_request = true;
     } else {
         char label[64];
-        // Three analyses a head, and beside a base a forward pass a head, six a layer and three more (the
-        // baseline is the shown analysis).
-        const int passes = RankPasses(state.Layers(), state.Heads(), RankOptions{true, true}, state.analysis && state.analysis->HasBase()) - 1;
+        // The baseline, three loss passes a head (one of a model of one temperature), and beside a base
+        // a pass a head, six a layer and two more.
+        const bool both = !state.model || (state.model->config.query.Active() && state.model->config.value.Active());
+        const int passes = RankPasses(state.Layers(), state.Heads(), RankOptions{true, true}, state.analysis && state.analysis->HasBase(), both);
         std::snprintf(label, sizeof label, "Rank the heads (%d passes)", passes);
         ImGui::BeginDisabled(state.generating);
         if (ImGui::Button(label)) state.rank_heads_request = true;

@@ -2101,17 +2101,24 @@ TEST(RankHeads, TheDriftsPartsAreTheEnginesOnTheWhatIfsAlone) {
     for (float part : d.path_down) down += part;
     EXPECT_NEAR(down, d.all, 1e-5);
     EXPECT_NE(d.path_down, d.path) << "the two orders split the whole alike to the bit: the second is not measured";
-    // L0 H1's temperatures token by token: the analysis's loss against the same with that head at tau = 1.
+    // L0 H1's temperatures token by token: the engine's loss pass against the same with that head at
+    // tau = 1, to the bit (the ranking's own pass), and the analyses' losses within float32's
+    // rounding of two losses of a few nats (the ranking ran whole analyses before 2026-12-08).
     auto plain = engine.Analyze(*tokens);
-    ASSERT_TRUE(plain);
+    auto plain_pass = engine.LossFromBase(tokens->ids, {});
+    ASSERT_TRUE(plain && plain_pass);
     std::vector<model::Intervention> with = on_top;
     with.push_back({model::Intervention::Kind::Ablate, 0, 1, 0.0f});
     ASSERT_TRUE(engine.SetInterventions(with).ok());
     auto at_tau1 = engine.Analyze(*tokens);
-    ASSERT_TRUE(at_tau1);
+    auto at_tau1_pass = engine.LossFromBase(tokens->ids, {});
+    ASSERT_TRUE(at_tau1 && at_tau1_pass);
     const std::vector<float> temperatures = app::TemperaturePartsByToken(impacts, L, H);
     ASSERT_EQ(temperatures.size(), static_cast<size_t>(L * H) * n);
-    for (size_t t = 0; t < n; ++t) EXPECT_NEAR(temperatures[1 * n + t], plain->loss[t] - at_tau1->loss[t], 1e-6) << "token " << t + 1;
+    for (size_t t = 0; t < n; ++t) {
+        EXPECT_EQ(temperatures[1 * n + t], (*plain_pass)[t] - (*at_tau1_pass)[t]) << "token " << t + 1;
+        EXPECT_NEAR(temperatures[1 * n + t], plain->loss[t] - at_tau1->loss[t], 1e-5) << "token " << t + 1;
+    }
     for (size_t t = 0; t < n; ++t) EXPECT_TRUE(std::isnan(temperatures[(1 * H + 2) * n + t])) << "L1 H2 is at tau = 1 already";
 
     // A temperature the what-ifs already set to 1 has no part: =q and =v stacked are L:H (they read 0.0).
