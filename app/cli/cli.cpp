@@ -85,7 +85,8 @@ T Must(RunResult<T> result) {
 
 std::unique_ptr<Runner> OpenRunner(const CommandOptions& o) {
     model::UseComputeThreads(model::ResolveComputeThreads());
-    return Must(Runner::Open({ModelDir(o), o.device.value_or("auto"), o.dtype, o.hints}));
+    const std::string dir = ModelDir(o);
+    return Must(Runner::Open({dir, o.device.value_or("auto"), o.dtype, HintsWithBase(o.hints, dir, o.compare)}));
 }
 
 //-----------------------------------------------------------------------------
@@ -370,7 +371,10 @@ int CmdExport(const CommandOptions& o) {
         if (const model::Decomposition d = model::Decompose(analysis); !d.empty() && analysis.n_tokens < 2)
             std::fprintf(stderr, "ssaviz: fine-tuning: a text of one token has no loss and one attention row: nothing to compare\n");
         else if (!d.empty())
-            std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the %s: %s; by the drift: %s\n",
+            // A head's rows read after every earlier layer's temperatures too (a head whose own tau is 1.01
+            // ranked first): said, with where a layer's own is had.
+            std::fprintf(stderr, "ssaviz: fine-tuning: %s; heads whose rows moved most (JS, nats; not shares of the loss) by the %s: %s "
+                                 "(with every earlier layer's; --compare local without --base: a layer's own); by the drift: %s\n",
                          FineTuneHeadline(analysis, d).c_str(), TemperaturePartName(analysis).c_str(), TopHeads(d.js_temperature, d.n_head, 3, kJsRoundingFloor).c_str(),
                          TopHeads(d.js_drift, d.n_head, 3, kJsRoundingFloor).c_str());
         if (const std::string note = BaseTemperaturesNote(analysis); !note.empty() && analysis.n_tokens >= 2)  // one token: no split to note
@@ -395,9 +399,14 @@ int CmdExport(const CommandOptions& o) {
             const int L = analysis.n_layer, H = analysis.n_head;
             std::fprintf(stderr, "ssaviz: each head's temperatures' part of the loss %.4f (nats, one head at tau = 1 at a time): %s\n",
                          impacts->baseline, PartsHeadline(TemperatureParts(*impacts, L, H), H, 3).c_str());
-            std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
-                         PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
-                         PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
+            const model::ModelConfig& c = runner->Info().config;
+            if (c.query.Active() && c.value.Active())
+                std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
+                             PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
+                             PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
+            else  // the official checkpoints: tau_q alone, which is then the whole part
+                std::fprintf(stderr, "ssaviz: the model has %s alone: the part above is %s's (%s null: not measured)\n",
+                             c.query.Active() ? "tau_q" : "tau_v", c.query.Active() ? "tau_q" : "tau_v", c.query.Active() ? "part_tau_v" : "part_tau_q");
             if (impacts->drift) {
                 // Beside the split's drift, which is another measure: tau = 1 against the base, no temperatures on either side.
                 const model::Decomposition d = model::Decompose(analysis);

@@ -78,8 +78,13 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     run.t.dir = dir;
     run.t.label = label;
     run.t.name = RunLegendName(dir, other_dir, label);
-    int skipped = 0;
+    int skipped = 0, alike = 0;  // alike: skipped for a reason said already
     int64_t last_skipped = 0;
+    std::set<std::string> reasons;  // those said: a skipped step's message, its checkpoint's path taken out
+    auto reason = [](std::string error, const std::string& path) {
+        for (size_t at; !path.empty() && (at = error.find(path)) != std::string::npos;) error.replace(at, path.size(), "\x01");
+        return error;
+    };
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
         bar->Update((*done)++, total, label == "run" ? file : label + ": " + file);  // the compare run's steps said as its
@@ -95,14 +100,23 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
                 throw Failure{kExitBadInput, "--compare-run " + model::Quoted(dir) + " " + why};
         const std::string error = AddRunStep(&run, std::move(result));
         if (error.empty()) continue;
-        if (++skipped <= kSkippedStepLines)
+        last_skipped = step.step;
+        // A reason of the run's folder (no lit_config.json beside any checkpoint) said once, not a line a step.
+        const std::string why = reason(error, step.path);
+        if (reasons.count(why)) {
+            ++alike;
+            continue;
+        }
+        if (++skipped <= kSkippedStepLines && reasons.insert(why).second)
             std::fprintf(stderr, "\rssaviz: %s step %lld (%s): %s; skipped\n", label.c_str(), static_cast<long long>(step.step),
                          model::EscapeForMessage(file).c_str(), model::EscapeForMessage(error, 4096).c_str());
-        last_skipped = step.step;
     }
+    if (alike > 0)
+        std::fprintf(stderr, "\rssaviz: %s: %d more step%s skipped for %s said above (run.json's failed lists every one)\n", label.c_str(),
+                     alike, alike == 1 ? "" : "s", reasons.size() == 1 ? "the reason" : "reasons");
     if (skipped > kSkippedStepLines)
         std::fprintf(stderr, "\rssaviz: %s: %d more steps skipped, the last step %lld (%d of %zu steps skipped in all)\n", label.c_str(),
-                     skipped - kSkippedStepLines, static_cast<long long>(last_skipped), skipped, steps.size());
+                     skipped - kSkippedStepLines, static_cast<long long>(last_skipped), skipped + alike, steps.size());
     return run;
 }
 

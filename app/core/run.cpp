@@ -139,6 +139,12 @@ RunStatus CheckOpenSettings(const ModelSpec& spec) {
     return model::Ok{};
 }
 
+model::ConfigHints HintsWithBase(const model::ConfigHints& given, const std::string& model_path, const CompareSpec& compare) {
+    if (compare.kind != CompareKind::Base) return given;
+    const std::string base = compare.base_dir.empty() ? BaseBeside(model_path, compare.base_of_the_run) : compare.base_dir;
+    return model::HintsFromBase(given, model_path, base);
+}
+
 RunResult<std::unique_ptr<Runner>> Runner::Open(const ModelSpec& spec) {
     if (const int threads = model::ComputeThreadsFromEnvironment(0)) model::SetComputeThreads(threads);
     auto engine = model::Engine::Open(spec.path, spec.device, spec.hints, spec.dtype);

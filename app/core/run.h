@@ -198,6 +198,12 @@ struct Generation {
     End end = End::Done;
 };
 
+// The hints to open a fine-tune at `model_path` with where `compare` sets a base beside it (the one
+// it names, else the one beside the model, or beside the run of a step): what the fine-tune's folder
+// lacks and no flag names, its tokenizer or lit-gpt config, read from the base's (model::HintsFromBase).
+// `given` itself otherwise.
+model::ConfigHints HintsWithBase(const model::ConfigHints& given, const std::string& model_path, const CompareSpec& compare);
+
 // Owns an Engine and what it was asked to run. Not thread-safe: one thread (the command line's,
 // the window's worker, Python's under its lock) uses it.
 class Runner {

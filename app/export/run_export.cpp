@@ -294,7 +294,9 @@ RunStepResult AnalyseRunStep(const RunStep& step, const RunStepSpec& spec, const
         r.error = std::move(why);
         return r;
     };
-    auto runner = Runner::Open({step.path, spec.device, spec.dtype, spec.hints});
+    CompareSpec compare = spec.run.compare;
+    compare.base_of_the_run = true;  // the run's base, for every step alike (as Configure below reads it)
+    auto runner = Runner::Open({step.path, spec.device, spec.dtype, HintsWithBase(spec.hints, step.path, compare)});
     if (!runner) return fail(runner.error().message);
     const model::ModelConfig& c = (*runner)->Info().config;
     if (of_run)  // another model than the run's: said before it runs (its tokens once it has)

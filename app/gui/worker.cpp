@@ -285,7 +285,8 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            ModelSpec spec{r.arg, r.device, r.dtype, r.hints};
+            // A fine-tune beside its base reads what its folder lacks from the base's (HintsWithBase).
+            ModelSpec spec{r.arg, r.device, r.dtype, HintsWithBase(r.hints, r.arg, CompareFor(m_compare, r.run_step))};
             const bool prefetched = m_prefetched && m_prefetched_key == SpecKey(spec);
             int passed_over = 0;
             std::string passed_over_error;

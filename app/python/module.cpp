@@ -82,6 +82,10 @@ std::string InPythonWords(std::string message) {
          "pass value_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"},
         {"(or --query-form / --value-form)", "(or query_form= / value_form=)"},
         {"or --config FILE", "or config=FILE"},
+        {"the official fine-tune scripts write none beside their checkpoints: --base DIR reads its base's",
+         "the official fine-tune scripts write none beside their checkpoints: a Run's base=DIR reads its base's for every step"},
+        {"pass --tokenizer DIR, its base model's folder", "pass tokenizer=DIR, its base model's folder"},
+        {"or --base DIR, which reads the base's", "or for a Run's steps base=DIR, which reads the base's"},
         {"name it with --base DIR", "name it with base=DIR"},
         {"name the fine-tune's own with --base DIR", "name the fine-tune's own with base=DIR"},
         {"it needs --lens", "it needs lens=True"},
@@ -1475,6 +1479,17 @@ PYBIND11_MODULE(_ssaviz, m) {
             d["compare_run"] = x.compare_run_dir;
             out.append(d);
         }
+        return out;
+    });
+    // What a run's step lacks and its base holds (app::HintsWithBase, as `export --run --base`
+    // reads every step): {"config": FILE, "tokenizer": DIR}, each only where the base gives it.
+    m.def("hints_from_base", [](const std::string& path, const std::string& base) {
+        app::CompareSpec compare = app::CompareSpec::Base(base);
+        compare.base_of_the_run = true;
+        const model::ConfigHints h = app::HintsWithBase({}, path, compare);
+        py::dict out;
+        if (!h.config_file.empty()) out["config"] = py::bytes(h.config_file);
+        if (!h.tokenizer_dir.empty()) out["tokenizer"] = py::bytes(h.tokenizer_dir);
         return out;
     });
     // A training run's checkpoints in step order ([(step, path)]), as `export --run` finds them.

@@ -698,7 +698,8 @@ std::string FirstLayerName(Format format, Role role) {
 
 ShapeSource ShapeSourceOf(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
     if (DetectFormat(weights) == Format::Lit) return ShapeSource::LitConfig;
-    if (!files.config.empty() || !hints.config_file.empty()) return ShapeSource::ConfigJson;
+    // nanoGPT's names beside a lit_config.json: the official GPT-2 code's, nanoGPT's GPTConfig.
+    if (!files.config.empty() || !hints.config_file.empty() || !files.lit_config.empty()) return ShapeSource::ConfigJson;
     return ShapeSource::Tensors;
 }
 

@@ -130,6 +130,9 @@ struct ConfigHints {
     // The model read without its config's SSA forms (tau = 1): a fine-tune's base beside it,
     // sharing its config but holding none of the temperatures' tensors (Engine::OpenBase).
     bool without_temperatures = false;
+    // What chose the hints above where the user did not (HintsFromBase: the base's tokenizer or
+    // lit_config.json), said among the model's notes.
+    std::vector<std::string> notes;
 };
 // The files the hints name, before any model opens: --tokenizer a folder that is there, --config a
 // regular file of a config's size; the error names the flag (a run's steps failed one by one on it).
@@ -141,7 +144,8 @@ struct InferredConfig {
 Result<InferredConfig> InferConfig(const WeightFile& weights, const ConfigHints& hints);
 
 // Where the shape of a model comes from, which the loader and the window's checkpoint dialog both
-// ask: a lit-gpt checkpoint's lit_config.json (or --config), a config.json (or --config), or the
+// ask: a lit-gpt checkpoint's lit_config.json (or --config), a config.json (or --config, or a
+// lit_config.json beside nanoGPT's names: the official GPT-2 code's GPTConfig), or the
 // tensors themselves (InferConfig, asking for what they cannot tell).
 enum class ShapeSource { LitConfig, ConfigJson, Tensors };
 ShapeSource ShapeSourceOf(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints);

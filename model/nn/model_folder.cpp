@@ -29,9 +29,11 @@ void ReadOfficialBeta(const WeightFile& weights, Format format, const ConfigHint
     const std::string attn = LayerName(GetFormat(format).attention, 0) + ".";
     if (weights.Find(attn + kOfficialBeta) && !weights.Find(attn + SsaName(Role::QPos))) {
         if (!query.Active()) query.position = PositionForm::ExpExp;
+        // The official GPT-2's own file (nanoGPT's names), else lit-gpt's families'.
+        const std::string official = format == Format::NanoGpt ? "gpt_2_PTS.py" : "model_finetune_att.py";
         if (query.position == PositionForm::ExpExp)
-            config->notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as model_finetune_att.py computes it "
-                                    "(--query-form linear reads 1 + beta ln i, the _no_func files)");
+            config->notes.push_back("attn.beta read as exp_exp: tau_q(i) = 1 + exp(-exp(beta)) ln i, as " + official +
+                                    " computes it (--query-form linear reads 1 + beta ln i, the _no_func files)");
         else if (query.position == PositionForm::Linear)
             config->notes.push_back("attn.beta read as linear: tau_q(i) = 1 + beta ln i, as model_finetune_att_no_func.py computes it");
     }
@@ -78,8 +80,9 @@ Status ChooseLayout(const ModelFiles& files, const ConfigHints& hints, WeightFil
 Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
     const std::string file = !hints.config_file.empty() ? hints.config_file : files.lit_config;
     if (file.empty())
-        return Fail(files.weights + ": a lit-gpt checkpoint (lit-gpt's tensor names) needs its lit_config.json beside it, "
-                    "or --config FILE (e.g. the official code's configs/*.json)");
+        return Fail(EscapeForMessage(files.weights) + ": a lit-gpt checkpoint (lit-gpt's tensor names) needs its lit_config.json beside it, "
+                    "or --config FILE (its base's lit_config.json, or the official code's configs/*.json it was trained with); "
+                    "the official fine-tune scripts write none beside their checkpoints: --base DIR reads its base's");
     auto parsed = LoadLitConfig(file);
     if (!parsed) return Fail(parsed.error());
     InferredConfig config;
@@ -108,7 +111,9 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         if (!lit) return Fail(lit.error());
         config = std::move(*lit);
     } else if (source == ShapeSource::ConfigJson) {
-        const std::string file = hints.config_file.empty() ? files->config : hints.config_file;
+        // A lit_config.json beside nanoGPT's names: the official GPT-2 code's (nanoGPT's GPTConfig,
+        // which its fine-tune scripts require beside lit_model.pth).
+        const std::string file = !hints.config_file.empty() ? hints.config_file : !files->config.empty() ? files->config : files->lit_config;
         auto parsed = LoadConfig(file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
@@ -150,18 +155,24 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
     for (const auto& d : dtypes) gpt->stored_dtype += (gpt->stored_dtype.empty() ? "" : "+") + d;
     if (!weights->state_dict_path.empty() && weights->state_dict_path != "the top level")
         config.notes.push_back("state dict found at " + weights->state_dict_path);
+    config.notes.insert(config.notes.begin(), hints.notes.begin(), hints.notes.end());
     gpt->notes.insert(gpt->notes.begin(), config.notes.begin(), config.notes.end());
     return FoundModel{std::move(*files), std::move(*gpt)};
 }
 
-// GPT-2's own vocabulary ships with ssaviz; a checkpoint without tokenizer files whose vocabulary
-// has GPT-2's size (nanoGPT pads it to 50,304) gets it.
+// GPT-2's own vocabulary ships with ssaviz; a GPT-2 checkpoint without tokenizer files whose
+// vocabulary has GPT-2's size (nanoGPT pads it to 50,304) gets it.
 // The folder's own tokenizer files, whatever state they are in (broken is an error naming the
-// file); only a folder with none at all and GPT-2's vocab_size gets GPT-2's bundled tokenizer.
-// `source` says which, for `info` and the Model panel.
+// file); only a GPT-2 folder with none at all and GPT-2's vocab_size gets GPT-2's bundled tokenizer
+// (lit-gpt pads Pythia's 50,254 to 50,304 too: GPT-NeoX's tokenizer has other ids, so another
+// family's is never GPT-2's). `source` says which, for `info` and the Model panel.
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::string* source,
                                                     std::vector<std::string>* notes) {
     *source = TokenizerFilesIn(dir);
+    if (source->empty() && config.family != "gpt2")
+        return Fail("model folder '" + EscapeForMessage(dir) + "' has no tokenizer files, and a " + EscapeForMessage(config.family) +
+                    " model's tokenizer is its own: pass --tokenizer DIR, its base model's folder (the official fine-tune scripts keep "
+                    "the tokenizer there), or --base DIR, which reads the base's");
     if (!source->empty() || (config.vocab_size != 50257 && config.vocab_size != 50304)) return LoadTokenizer(dir);
     const fs::path exe = ExecutableDir();
     for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
@@ -182,6 +193,24 @@ ConfigHints HintsBeside(const ConfigHints& given, const std::string& path) {
     if (!files) return hints;  // its loading says what is wrong with it
     if (!files->lit_config.empty() || !files->config.empty()) hints.config_file.clear();
     if (!TokenizerFilesIn(files->dir).empty()) hints.tokenizer_dir.clear();
+    return hints;
+}
+
+ConfigHints HintsFromBase(const ConfigHints& given, const std::string& path, const std::string& base) {
+    ConfigHints hints = given;
+    if (base.empty()) return hints;
+    auto mine = FindModelFiles(path);
+    auto theirs = FindModelFiles(base);
+    if (!mine || !theirs) return hints;  // their loading says what is wrong with them
+    if (hints.tokenizer_dir.empty() && TokenizerFilesIn(mine->dir).empty() && !TokenizerFilesIn(theirs->dir).empty()) {
+        hints.tokenizer_dir = theirs->dir;
+        hints.notes.push_back("tokenizer: the base's, from '" + EscapeForMessage(theirs->dir) + "' (the model's folder has none)");
+    }
+    if (hints.config_file.empty() && mine->config.empty() && mine->lit_config.empty() && !theirs->lit_config.empty()) {
+        hints.config_file = theirs->lit_config;
+        hints.notes.push_back("config: the base's, '" + EscapeForMessage(theirs->lit_config) +
+                              "' (the model's folder has none; the temperatures' tensors say the SSA forms)");
+    }
     return hints;
 }
 

@@ -48,6 +48,14 @@ struct ModelInfo {
 // shape flags stay: they are read only where no config names the shape.
 ConfigHints HintsBeside(const ConfigHints& given, const std::string& path);
 
+// The other way: the hints for a fine-tune at `path` opened beside its `base` (a folder or
+// checkpoint; "" none), where the fine-tune's folder lacks what its base's holds and no flag names
+// it: the base's tokenizer files (the official fine-tune scripts write none beside their
+// checkpoints; the fine-tune's tokenizer is its base's) and the base's lit_config.json for a
+// checkpoint with no config of its own (nor do they write one; the temperatures' tensors say the
+// SSA forms), each said in `notes`. A folder that cannot be read is left to its loading to say.
+ConfigHints HintsFromBase(const ConfigHints& given, const std::string& path, const std::string& base);
+
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.
 // `storage`: the dtype on disk (F32, F16, BF16); `layout`: how (SaveModelFolder). One seed gives
 // the same model in every layout.

@@ -152,23 +152,34 @@ def main():
                 shutil.copy(os.path.join(args.gpt2_tokenizer, f), d)
         else:
             shutil.copy(args.spm_tokenizer, os.path.join(d, "tokenizer.json"))
-        common = ["--model", ckpt, "--config", config, "--device", "cpu"]
-        ids = json.loads(run([args.ssaviz, "tokenize", *common, "--text", TEXT, "--json"]))["ids"]
-        out = os.path.join(d, "export")
-        run([args.ssaviz, "export", *common, "--text", TEXT, "--out", out, "--format", "npy"])
-        maps, taus, logits = forward(sd, c, ids)
-        loss = F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
-        H, T = c["n_head"], len(ids)
-        got = {k: np.load(os.path.join(out, k + ".npy")) for k in ("attention", "tau_q", "loss")}
-        want = {"attention": maps.numpy(), "tau_q": taus[:, None, :].expand(-1, H, T).numpy(), "loss": loss.numpy()}
-        for k, tol in (("attention", 1e-5), ("tau_q", 1e-5), ("loss", 1e-4)):
-            if got[k].shape != want[k].shape:
-                sys.exit("%s %s: shape %s, the reference's %s" % (name, k, got[k].shape, want[k].shape))
-            diff = float(np.max(np.abs(got[k].astype(np.float64) - want[k])))
-            worst[(name, k)] = diff
-            print("%-8s %-9s %d tokens  max |diff| %.3g  (tolerance %g)" % (name, k, T, diff, tol))
-            if not diff <= tol:
-                sys.exit("%s: %s differs from the official forward by %.3g (tolerance %g)" % (name, k, diff, tol))
+        # Read with --config, and as the official fine-tune scripts require a checkpoint folder:
+        # lit_model.pth with the config beside it as lit_config.json (read without --config; the
+        # shape from the tensors alone took 1 head of GPT-2's size 64 here, not 4).
+        folder = os.path.join(d, "folder")
+        os.makedirs(folder)
+        shutil.copy(ckpt, os.path.join(folder, "lit_model.pth"))
+        shutil.copy(config, os.path.join(folder, "lit_config.json"))
+        for f in os.listdir(d):
+            if f in ("vocab.json", "merges.txt", "tokenizer.json"):
+                shutil.copy(os.path.join(d, f), folder)
+        for how, common in (("--config", ["--model", ckpt, "--config", config, "--device", "cpu"]),
+                            ("lit_config.json", ["--model", folder, "--device", "cpu"])):
+            ids = json.loads(run([args.ssaviz, "tokenize", *common, "--text", TEXT, "--json"]))["ids"]
+            out = os.path.join(d, "export-" + how.strip("-"))
+            run([args.ssaviz, "export", *common, "--text", TEXT, "--out", out, "--format", "npy"])
+            maps, taus, logits = forward(sd, c, ids)
+            loss = F.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+            H, T = c["n_head"], len(ids)
+            got = {k: np.load(os.path.join(out, k + ".npy")) for k in ("attention", "tau_q", "loss")}
+            want = {"attention": maps.numpy(), "tau_q": taus[:, None, :].expand(-1, H, T).numpy(), "loss": loss.numpy()}
+            for k, tol in (("attention", 1e-5), ("tau_q", 1e-5), ("loss", 1e-4)):
+                if got[k].shape != want[k].shape:
+                    sys.exit("%s %s (%s): shape %s, the reference's %s" % (name, k, how, got[k].shape, want[k].shape))
+                diff = float(np.max(np.abs(got[k].astype(np.float64) - want[k])))
+                worst[(name, k)] = max(worst.get((name, k), 0.0), diff)
+                print("%-8s %-9s %-16s %d tokens  max |diff| %.3g  (tolerance %g)" % (name, k, how, T, diff, tol))
+                if not diff <= tol:
+                    sys.exit("%s: %s (%s) differs from the official forward by %.3g (tolerance %g)" % (name, k, how, diff, tol))
     print("the official GPT-2 configs: every case agrees")
 
 

@@ -327,12 +327,29 @@ def _python_words(message, base=_BASE_ARGUMENTS):
 _WARNED_FAILURES = 20  # as the command line's lines of skipped steps and texts
 
 
-def _warn_failures(messages, what, listed, stacklevel=3):
+def _warn_failures(messages, what, listed, stacklevel=3, reasons=None):
     """One warning a failure up to _WARNED_FAILURES, then one saying how many more `what` (steps,
-    texts) were skipped and where `listed` keeps every one (9,999 failing steps warned 9,999 times)."""
+    texts) were skipped and where `listed` keeps every one (9,999 failing steps warned 9,999 times).
+    reasons: each failure's reason without its step (its checkpoint's path taken out): one said
+    already is not said again but counted (a run's folder without lit_config.json failed every step
+    alike), as the command line's lines."""
     import warnings
+    alike = 0
+    if reasons:
+        seen, kept = set(), []  # seen: the reasons warned
+        for message, reason in zip(messages, reasons):
+            if reason in seen:
+                alike += 1
+                continue
+            kept.append(message)
+            if len(kept) <= _WARNED_FAILURES:
+                seen.add(reason)
+        messages = kept
     for message in messages[:_WARNED_FAILURES]:
         warnings.warn(message, stacklevel=stacklevel + 1)
+    if alike:
+        warnings.warn(f"ssaviz: {alike} more {what if alike > 1 else what.rstrip('s')} skipped for "
+                      f"{'the reason' if len(seen) == 1 else 'reasons'} said above ({listed} lists every one)", stacklevel=stacklevel + 1)
     if len(messages) > _WARNED_FAILURES:
         warnings.warn(f"ssaviz: {len(messages) - _WARNED_FAILURES} more {what} skipped ({listed} lists every one)", stacklevel=stacklevel + 1)
 

@@ -28,9 +28,12 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
     that does not open is the step's failure; what the text or the comparison make fail (a twin or
     base that does not open, a text the tokenizer refuses) would fail every step, and is raised.
     lens: SSA's lens arrays too (_LENS_ARRAYS)."""
-    from . import Model
+    from . import Model, _fs
     from ._batch import _worker_threads
     _worker_threads()
+    if compare == "base":  # what the step's folder lacks (lit_config.json, the tokenizer), read from the base's, as export --run does
+        given = {k: os.fsdecode(v) for k, v in _ssaviz.hints_from_base(_fs(path), _fs(base or "")).items() if flags.get(k) is None}
+        flags = {**flags, **given}
     try:
         model = Model(path, device, **flags)
     except (ValueError, OSError, RuntimeError) as e:  # a checkpoint the engine refuses: named, skipped
@@ -265,7 +268,8 @@ class Run:
                 shape, first_path = result["tau_q"].shape, path
             steps.append(step)
             arrays.append(result)
-        _warn_failures(said, "steps", "RunAnalysis.failed", stacklevel=2)
+        _warn_failures(said, "steps", "RunAnalysis.failed", stacklevel=2,
+                       reasons=[f["error"].replace(os.fspath(f["checkpoint"]), "\x01") for f in failed])
         if not steps:  # as Run.export: a timeline of no step is an error, not arrays numpy cannot stack
             raise ValueError(f"{where}: no checkpoint of the run could be analysed ({len(failed)} failed; step {failed[0]['step']}: "
                              f"{failed[0]['error']})")

@@ -791,6 +791,57 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
 // in run.json's rows and run_lens.csv, equal to that step's own lens_loss.npy (the mean over
 // positions) and, after the last layer, to the step's loss; the chosen steps' exports hold the lens
 // files `export --model CHECKPOINT --lens` writes, byte for byte; the lens curve names each layer.
+// The official fine-tune scripts write their iter-*.pth alone: no lit_config.json, no tokenizer
+// (both are the base's, in the checkpoint folder it started from). Without a base every step
+// failed on the same missing config, said once a step; beside --base the steps read the base's
+// config and tokenizer, said so, with the numbers of the same run given them in its folder. And a
+// Pythia step without tokenizer files is refused, not read with GPT-2's (lit-gpt pads Pythia's
+// vocabulary to 50,304, the size nanoGPT pads GPT-2's to).
+TEST_F(Cli, ExportRunOfTheOfficialLayoutReadsWhatItLacksFromItsBase) {
+    const std::string dir = kOut + "/run_official", run = dir + "/run", full = dir + "/full";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"a", "exp_exp,none", "1"}, {"b", "exp_exp,none", "2"},
+                                           {"base", "none", "3"}}) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                            "--embd", "32", "--query-form", form, "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    fs::create_directories(full);  // the same run with the config and tokenizer in its folder
+    for (const char* f : {"iter-000100-ckpt.pth", "iter-000200-ckpt.pth"}) fs::copy_file(run + "/" + f, full + "/" + f);
+    for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/base/" + f, full + "/" + f);
+    const std::string text = "The cat sat on the mat and looked at the dog.";
+
+    Outcome alone = Ssaviz({"export", "--run", run, "--text", text, "--out", dir + "/alone", "--format", "json"});
+    EXPECT_EQ(alone.code, 3) << alone.err;
+    size_t said = 0;
+    for (size_t at = 0; (at = alone.err.find("needs its lit_config.json", at)) != std::string::npos; ++at) ++said;
+    EXPECT_EQ(said, 1u) << alone.err;
+    EXPECT_NE(alone.err.find("--base DIR reads its base's"), std::string::npos) << alone.err;
+    EXPECT_NE(alone.err.find("run: 1 more step skipped for the reason said above"), std::string::npos) << alone.err;
+
+    Outcome beside = Ssaviz({"export", "--run", run, "--base", dir + "/base", "--steps", "100", "--text", text, "--out", dir + "/beside", "--format", "json"});
+    ASSERT_EQ(beside.code, 0) << beside.err;
+    const json notes = json::parse(ReadFile(dir + "/beside/step-000100/metrics.json"))["model"]["notes"];
+    bool tokenizer = false, config = false;
+    for (const json& n : notes) {
+        tokenizer = tokenizer || n.get<std::string>().rfind("tokenizer: the base's", 0) == 0;
+        config = config || n.get<std::string>().rfind("config: the base's", 0) == 0;
+    }
+    EXPECT_TRUE(tokenizer && config) << notes.dump();
+    Outcome given = Ssaviz({"export", "--run", full, "--base", dir + "/base", "--text", text, "--out", dir + "/given", "--format", "json"});
+    ASSERT_EQ(given.code, 0) << given.err;
+    const json a = json::parse(ReadFile(dir + "/beside/run.json")), b = json::parse(ReadFile(dir + "/given/run.json"));
+    ASSERT_EQ(a["steps"].size(), 2u);
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(a["steps"][k]["heads"], b["steps"][k]["heads"]) << k;
+
+    Outcome gpt2s = Ssaviz({"info", "--model", run + "/iter-000100-ckpt.pth", "--config", dir + "/base/lit_config.json"});
+    EXPECT_EQ(gpt2s.code, 3) << gpt2s.err;
+    EXPECT_NE(gpt2s.err.find("has no tokenizer files, and a pythia model's tokenizer is its own: pass --tokenizer DIR"), std::string::npos) << gpt2s.err;
+}
+
 TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     const std::string dir = kOut + "/run_lens", run = dir + "/run";
     fs::remove_all(dir);

@@ -790,10 +790,18 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     fs::create_directory(run + "/iter-000500-ckpt.pth");
     fs::create_symlink("iter-000600-ckpt.pth", run + "/iter-000600-ckpt.pth");
     for (int i = 0; i < 10000; ++i) std::ofstream(run + "/junk-" + std::to_string(i) + ".txt");
-    // Thirty empty checkpoints after them: twenty lines name broken steps, one counts the rest.
+    // Thirty broken checkpoints after them, each for a reason of its own (a header length past its
+    // end, another each): twenty lines name broken steps, one counts the rest.
     for (int i = 1; i <= 30; ++i) {
         char name[32];
         std::snprintf(name, sizeof name, "/iter-%06d-ckpt.pth", 1000 * i);
+        const uint64_t length = 100 + i;
+        std::ofstream(run + name, std::ios::binary) << std::string(reinterpret_cast<const char*>(&length), 8);
+    }
+    // And before them ten empty ones: one reason, said for the first of them and then counted.
+    for (int i = 1; i <= 10; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof name, "/iter-%06d-ckpt.pth", 700 + i);
         std::ofstream(run + name);
     }
     r = Ssaviz({"export", "--run", run, "--text", "The cat sat on the mat.", "--out", dir + "/out"});
@@ -805,10 +813,13 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     ASSERT_EQ(timeline["steps"].size(), 2u);
     EXPECT_EQ(timeline["steps"][1]["step"], 200);
     EXPECT_EQ(timeline["steps"][0]["heads"], timeline["steps"][1]["heads"]) << "the link opens the checkpoint it points to";
-    EXPECT_EQ(timeline["failed"].size(), 34u);
-    EXPECT_NE(r.err.find("step 16000 (iter-016000-ckpt.pth)"), std::string::npos) << r.err;
-    EXPECT_EQ(r.err.find("step 17000 ("), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("run: 14 more steps skipped, the last step 30000 (34 of 36 steps skipped in all)"), std::string::npos) << r.err;
+    EXPECT_EQ(timeline["failed"].size(), 44u);
+    EXPECT_NE(r.err.find("step 701 (iter-000701-ckpt.pth)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("step 702 ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("step 15000 (iter-015000-ckpt.pth)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("step 16000 ("), std::string::npos) << "past the twentieth line\n" << r.err;
+    EXPECT_NE(r.err.find("run: 9 more steps skipped for reasons said above"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run: 15 more steps skipped, the last step 30000 (44 of 46 steps skipped in all)"), std::string::npos) << r.err;
 }
 
 // A run's steps are one model's: a checkpoint folder of another width (a model folder of its own,

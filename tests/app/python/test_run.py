@@ -5,6 +5,7 @@ skipped; on a Dask LocalCluster the same arrays as the serial run."""
 import json
 import os
 import shutil
+import struct
 import warnings
 
 import numpy as np
@@ -50,18 +51,24 @@ def serial(run_dir):
 
 def test_many_failing_steps_warn_twenty_times_and_count_the_rest(run_dir, tmp_path):
     """A run of thousands of broken steps warned once a step (9,999 warning blocks in a notebook):
-    20, then one with the count; `failed` keeps every one, as the command line's 20 lines."""
+    20, then one with the count; `failed` keeps every one, as the command line's 20 lines. Steps
+    failing for a reason warned already (a run's folder without lit_config.json fails every step
+    alike) are counted, not warned again: here five empty ones."""
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
-    for step in range(400, 400 + 30):
-        (run / f"iter-{step:06d}-ckpt.pth").write_bytes(b"not a checkpoint")
+    for step in range(10, 15):
+        (run / f"iter-{step:06d}-ckpt.pth").write_bytes(b"")
+    for step in range(400, 400 + 30):  # each for a reason of its own: a header length past its end, another each
+        (run / f"iter-{step:06d}-ckpt.pth").write_bytes(struct.pack("<Q", step))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         analysis = ssaviz.load_run(run).analyze(TEXT)
-    assert len(analysis.failed) == 31 and list(analysis.steps) == [100, 200, 300]
+    assert len(analysis.failed) == 36 and list(analysis.steps) == [100, 200, 300]
     said = [str(w.message) for w in caught if "skipped" in str(w.message)]
-    assert len(said) == 21, said[-3:]
-    assert said[-1] == "ssaviz: 11 more steps skipped (RunAnalysis.failed lists every one)"
+    assert len(said) == 22, said[-3:]
+    assert said[0].startswith("ssaviz: step 10 (iter-000010-ckpt.pth): ") and not any("step 11 " in s for s in said), said[:3]
+    assert said[-2] == "ssaviz: 4 more steps skipped for reasons said above (RunAnalysis.failed lists every one)"
+    assert said[-1] == "ssaviz: 12 more steps skipped (RunAnalysis.failed lists every one)"
 
 
 def test_each_step_equals_its_checkpoint_alone(run_dir):
@@ -466,3 +473,33 @@ def test_dask_local_cluster_runs_the_checkpoints_on_its_workers(run_dir, twin_di
     for name in want:
         assert got[name] == want[name], name
     assert [s["step"] for s in run_export["steps"]] == [100, 200, 300]
+
+
+def test_a_run_of_the_official_layout_reads_what_it_lacks_from_its_base(tmp_path):
+    """The official fine-tune scripts write iter-*.pth alone (lit_config.json and the tokenizer stay in
+    the base's folder): Run.analyze(base=) reads the base's for every step, with the numbers of the
+    same run given them in its folder, as export --run --base does; without a base the reason is
+    warned once and counted."""
+    for name, form, seed in (("a", "exp_exp,none", "1"), ("b", "exp_exp,none", "2"), ("base", "none", "3")):
+        run_cli("init-random", "--out", str(tmp_path / name), "--family", "pythia", "--layout", "lit", "--layers", "2",
+                "--heads", "2", "--embd", "32", "--query-form", form, "--seed", seed)
+    run, full = tmp_path / "run", tmp_path / "full"
+    run.mkdir()
+    full.mkdir()
+    for step, name in ((100, "a"), (200, "b")):
+        for into in (run, full):
+            shutil.copy(tmp_path / name / "lit_model.pth", into / f"iter-{step:06d}-ckpt.pth")
+    for f in ("lit_config.json", "vocab.json", "merges.txt"):
+        shutil.copy(tmp_path / "base" / f, full / f)
+    beside = ssaviz.load_run(run).analyze(TEXT, base=tmp_path / "base")
+    given = ssaviz.load_run(full).analyze(TEXT, base=tmp_path / "base")
+    assert list(beside.steps) == [100, 200] and not beside.failed
+    for name in ("entropy", "js_total", "tau_q", "loss", "loss_base"):
+        assert np.array_equal(beside.arrays(name), given.arrays(name)), name
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"no checkpoint of the run could be analysed \(2 failed"):
+            ssaviz.load_run(run).analyze(TEXT)
+    said = [str(w.message) for w in caught if "skipped" in str(w.message)]
+    assert len(said) == 2 and "a Run's base=DIR reads its base's for every step" in said[0], said
+    assert said[1] == "ssaviz: 1 more step skipped for the reason said above (RunAnalysis.failed lists every one)"
