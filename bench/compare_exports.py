@@ -91,8 +91,9 @@ def compare(a, b, label, switch=None):
             if group: group["missing"] += 1
     print(f"{label:38s} " + ", ".join(worst))
     # A run's chosen steps' whole exports (--steps), each as an export of its own
-    for step in sorted(glob.glob(os.path.join(a, "step-*"))):
-        compare(step, os.path.join(b, os.path.basename(step)), f"{label} {os.path.basename(step)}", switch)
+    for step in sorted(glob.glob(os.path.join(a, "step-*")) + glob.glob(os.path.join(a, "compare-run", "step-*"))):
+        name = os.path.relpath(step, a)
+        compare(step, os.path.join(b, name), f"{label} {name}", switch)
 # A head's part of the loss is a difference of two losses, each within 1e-5 of the CPU's (2026-11-29:
 # 1.05e-5 at most): the ranking's group is held to 3e-5, every statistic else to issue 37's 1e-5.
 tolerance = {"heads, runs": 3e-5}

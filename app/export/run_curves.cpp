@@ -44,7 +44,10 @@ void RunTimeline::AddLens(std::vector<std::vector<float>> sides) {
     lens_loss_base.push_back(std::move(sides[2]));
 }
 
-RunModel RunModelOf(const model::ModelConfig& c) { return {c.family, c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.n_positions}; }
+RunModel RunModelOf(const model::ModelConfig& c) {
+    return {c.family,        c.n_layer,        c.n_head,           c.n_embd,         c.vocab_size, c.n_positions, c.rope_n_elem,
+            c.sliding_window, c.window_first_layer, c.rope_base, c.layer_norm_epsilon};
+}
 
 std::string RunTimeline::Fits(const RunModel& m, const std::vector<int32_t>& text_ids) {
     std::string why = Misfit(m, text_ids);
@@ -74,6 +77,22 @@ std::string RunTimeline::Misfit(const RunModel& m, const std::vector<int32_t>& t
         if (m.width != model.width) return other("a width of", std::to_string(m.width), std::to_string(model.width));
         if (m.vocab != model.vocab) return other("a vocabulary of", std::to_string(m.vocab), std::to_string(model.vocab));
         if (m.context != model.context) return other("a context of", std::to_string(m.context), std::to_string(model.context));
+        auto number = [](double x) {
+            char s[32];
+            std::snprintf(s, sizeof s, "%g", x);
+            return std::string(s);
+        };
+        if (m.rope_dims != model.rope_dims)
+            return other("RoPE on", std::to_string(m.rope_dims) + " dims of a head", std::to_string(model.rope_dims));
+        if (m.rope_dims > 0 && m.rope_base != model.rope_base) return other("a RoPE base of", number(m.rope_base), number(model.rope_base));
+        if (m.window != model.window || (m.window > 0 && m.window_from != model.window_from)) {
+            auto window = [](int w, int from) {
+                return w == 0 ? std::string("no sliding window")
+                              : "a sliding window of " + std::to_string(w) + (from > 0 ? " from layer " + std::to_string(from) : std::string());
+            };
+            return "has " + window(m.window, m.window_from) + "; " + from + ", has " + window(model.window, model.window_from) + ": another model";
+        }
+        if (m.norm_eps != model.norm_eps) return other("a norm eps of", number(m.norm_eps), number(model.norm_eps));
     }
     // The tokens are the first analysed step's (an expected model's step had none to give).
     if (!steps.empty() && !ids.empty() && !text_ids.empty() && text_ids != ids)

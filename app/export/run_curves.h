@@ -23,6 +23,10 @@ namespace app {
 struct RunModel {
     std::string family;
     int layers = 0, heads = 0, width = 0, vocab = 0, context = 0;
+    // What else makes a step another model's: its RoPE (the dims turned, the base), sliding window
+    // (and the first layer it starts at) and norm eps (a run's steps were set side by side unsaid).
+    int rope_dims = 0, window = 0, window_from = 0;
+    double rope_base = 0, norm_eps = 0;
 };
 RunModel RunModelOf(const model::ModelConfig& c);
 

@@ -243,7 +243,8 @@ json RunStepToJson(const RunStepResult& r) {
               {"n_layer", r.n_layer},
               {"n_head", r.n_head},
               {"n_tokens", r.n_tokens},
-              {"model", {r.model.family, r.model.layers, r.model.heads, r.model.width, r.model.vocab, r.model.context}},
+              {"model", {r.model.family, r.model.layers, r.model.heads, r.model.width, r.model.vocab, r.model.context, r.model.rope_dims,
+                         r.model.window, r.model.window_from, r.model.rope_base, r.model.norm_eps}},
               {"ids", r.ids},
               {"heads", std::move(heads)},
               {"loss", Bits(r.loss)},
@@ -266,7 +267,8 @@ model::Result<RunStepResult> RunStepFromJson(const std::string& text) {
         r.n_head = j.at("n_head").get<int>();
         r.n_tokens = j.at("n_tokens").get<int>();
         const json& m = j.at("model");
-        r.model = {m.at(0).get<std::string>(), m.at(1).get<int>(), m.at(2).get<int>(), m.at(3).get<int>(), m.at(4).get<int>(), m.at(5).get<int>()};
+        r.model = {m.at(0).get<std::string>(), m.at(1).get<int>(), m.at(2).get<int>(), m.at(3).get<int>(), m.at(4).get<int>(), m.at(5).get<int>(),
+                   m.at(6).get<int>(),         m.at(7).get<int>(), m.at(8).get<int>(), m.at(9).get<double>(), m.at(10).get<double>()};
         r.ids = j.at("ids").get<std::vector<int32_t>>();
         for (const json& h : j.at("heads")) {
             HeadSummary s;

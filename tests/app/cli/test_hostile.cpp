@@ -824,7 +824,8 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
 
 // A run's steps are one model's: a checkpoint folder of another width (a model folder of its own,
 // its config beside it) was taken in with exit 0, its curves beside the others'; so were one of
-// another context and one of another family of the same shape.
+// another context and one of another family of the same shape; and one whose config differs in
+// its norm eps alone (set side by side unsaid before 2026-12-08; RoPE and a sliding window alike).
 TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
     const std::string dir = Fresh("run_width"), run = dir + "/run";
     for (const auto& [step, width, positions, family] : {std::tuple{"0", "16", "32", "gpt2"}, {"5", "16", "32", "gpt2"}, {"10", "32", "32", "gpt2"},
@@ -833,21 +834,26 @@ TEST_F(Cli, ARunsStepOfAnotherModelIsSkipped) {
                                   "--positions", positions, "--family", family, "--seed", std::to_string(std::atoi(step) + 1)});
         ASSERT_EQ(r.code, 0) << r.err;
     }
+    fs::copy(run + "/checkpoint-5", run + "/checkpoint-25");
+    json config = json::parse(ReadFile(run + "/checkpoint-25/config.json"));
+    config["layer_norm_epsilon"] = 1e-6;
+    std::ofstream(run + "/checkpoint-25/config.json") << config.dump();
     const Outcome r = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/out", "--format", "json"});
     EXPECT_EQ(r.code, 3) << r.err;
-    for (const char* why : {"step 10 (checkpoint-10): has a width of 32; the run's first analysed step, 0 (checkpoint-0), has 16: another model; skipped",
+    for (const char* why : {"step 25 (checkpoint-25): has a norm eps of 1e-06; the run's first analysed step, 0 (checkpoint-0), has 1e-05: another model; skipped",
+                            "step 10 (checkpoint-10): has a width of 32; the run's first analysed step, 0 (checkpoint-0), has 16: another model; skipped",
                             "step 15 (checkpoint-15): has a context of 64; the run's first analysed step, 0 (checkpoint-0), has 32: another model; skipped",
                             "step 20 (checkpoint-20): has the family 'pythia'; the run's first analysed step, 0 (checkpoint-0), has 'gpt2': another model; skipped"})
         EXPECT_NE(r.err.find(why), std::string::npos) << why << "\n" << r.err;
     const json timeline = json::parse(ReadFile(dir + "/out/run.json"));
     EXPECT_EQ(timeline["steps"].size(), 2u);
-    EXPECT_EQ(timeline["failed"].size(), 3u);
+    EXPECT_EQ(timeline["failed"].size(), 4u);
     // With --steps all, a skipped step has no export: its folder was written as it was analysed and
     // stayed, beside run.json's saying it was skipped.
     const Outcome all = Ssaviz({"export", "--run", run, "--text", "The cat sat.", "--out", dir + "/all", "--format", "json", "--steps", "all"});
     EXPECT_EQ(all.code, 3) << all.err;
     for (const char* step : {"step-000000", "step-000005"}) EXPECT_TRUE(fs::exists(dir + "/all/" + step + "/metrics.json")) << step;
-    for (const char* step : {"step-000010", "step-000015", "step-000020"}) EXPECT_FALSE(fs::exists(dir + "/all/" + step)) << step;
+    for (const char* step : {"step-000010", "step-000015", "step-000020", "step-000025"}) EXPECT_FALSE(fs::exists(dir + "/all/" + step)) << step;
 }
 
 // A compare run is set beside the run step by step: one of another depth (its lens rows other
