@@ -404,7 +404,7 @@ int CmdExport(const CommandOptions& o) {
                 std::fprintf(stderr, "ssaviz: of that, tau_q alone: %s; tau_v alone: %s\n",
                              PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauQ), H, 2).c_str(),
                              PartsHeadline(TemperatureParts(*impacts, L, H, TemperaturePart::TauV), H, 2).c_str());
-            else  // the official checkpoints: tau_q alone, which is then the whole part
+            else if (c.query.Active() || c.value.Active())  // the official checkpoints: tau_q alone, which is then the whole part
                 std::fprintf(stderr, "ssaviz: the model has %s alone: the part above is %s's (%s null: not measured)\n",
                              c.query.Active() ? "tau_q" : "tau_v", c.query.Active() ? "tau_q" : "tau_v", c.query.Active() ? "part_tau_v" : "part_tau_q");
             if (impacts->drift) {

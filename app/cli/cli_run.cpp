@@ -80,11 +80,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     run.t.name = RunLegendName(dir, other_dir, label);
     int skipped = 0, alike = 0;  // alike: skipped for a reason said already
     int64_t last_skipped = 0;
-    std::set<std::string> reasons;  // those said: a skipped step's message, its checkpoint's path taken out
-    auto reason = [](std::string error, const std::string& path) {
-        for (size_t at; !path.empty() && (at = error.find(path)) != std::string::npos;) error.replace(at, path.size(), "\x01");
-        return error;
-    };
+    std::set<std::string> reasons;  // those said: a skipped step's message, its checkpoint's name taken out (RunStepReason)
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
         bar->Update((*done)++, total, label == "run" ? file : label + ": " + file);  // the compare run's steps said as its
@@ -102,7 +98,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         if (error.empty()) continue;
         last_skipped = step.step;
         // A reason of the run's folder (no lit_config.json beside any checkpoint) said once, not a line a step.
-        const std::string why = reason(error, step.path);
+        const std::string why = RunStepReason(error, file);
         if (reasons.count(why)) {
             ++alike;
             continue;

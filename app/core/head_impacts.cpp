@@ -12,13 +12,14 @@ namespace app {
 namespace {
 
 // Which of a head's temperatures the what-ifs already set to 1: both with L:H (or L:*), or =q and
-// =v stacked; tau_q alone with =q, tau_v alone with =v.
+// =v stacked; tau_q alone with =q, tau_v alone with =v. One the model lacks is at 1 throughout.
 struct AlreadyOff {
     bool tau_q = false, tau_v = false;
 };
-AlreadyOff OffByWhatIfs(const std::vector<model::Intervention>& on_top, int l, int h) {
+AlreadyOff OffByWhatIfs(const HeadImpacts& impacts, int l, int h) {
     using Kind = model::Intervention::Kind;
-    AlreadyOff off;
+    const std::vector<model::Intervention>& on_top = impacts.on_top;
+    AlreadyOff off{!impacts.has_tau_q, !impacts.has_tau_v};
     for (const model::Intervention& x : on_top) {
         if (x.layer != l || (x.head >= 0 && x.head != h)) continue;
         off.tau_q = off.tau_q || x.kind == Kind::Ablate || x.kind == Kind::QueryOff;
@@ -56,6 +57,7 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     // A model of one temperature (the official checkpoints: tau_q alone) has the other's part of
     // nothing, not measured (null), and its own alone is the whole part: one pass a head, not three.
     const bool has_q = c.query.Active(), has_v = c.value.Active();
+    impacts->has_tau_q = has_q, impacts->has_tau_v = has_v;
     const int passes = RankPasses(c.n_layer, c.n_head, what, engine.BaseInfo() != nullptr, has_q && has_v);
     int passed = 1;  // the baseline
     auto tell = [&] {
@@ -119,14 +121,14 @@ model::Status MeasureHeadImpacts(model::Engine& engine, const model::Tokenizatio
     for (int l = 0; l < c.n_layer && go_on; ++l) {
         for (int h = 0; h < c.n_head && go_on; ++h) {
             // A temperature the what-ifs set to 1 already: setting it again changes nothing (not run again).
-            const AlreadyOff off = OffByWhatIfs(impacts->on_top, l, h);
+            const AlreadyOff off = OffByWhatIfs(*impacts, l, h);
             HeadImpact impact;
             impact.layer = l, impact.head = h;
             impact.tokens = off.tau_q && off.tau_v ? impacts->baseline_tokens : loss_with({Kind::Ablate, l, h, 0.0f});
             if (what.split && has_q && has_v)
                 impact.tokens_tau_q = off.tau_q ? impacts->baseline_tokens : loss_with({Kind::QueryOff, l, h, 0.0f}),
                 impact.tokens_tau_v = off.tau_v ? impacts->baseline_tokens : loss_with({Kind::ValueOff, l, h, 0.0f});
-            else if (what.split)
+            else if (what.split && (has_q || has_v))  // one temperature: its part is the whole; the other's not measured
                 (has_q ? impact.tokens_tau_q : impact.tokens_tau_v) = impact.tokens;
             if (impacts->drift) {
                 impact.tokens_from_base = loss_from_base({{Part::Head, l, h}});
@@ -177,7 +179,7 @@ std::vector<float> TemperatureParts(const HeadImpacts& impacts, int n_layer, int
     // whole part, the one for tau_q's or tau_v's alone.
     for (int l = 0; l < n_layer; ++l)
         for (int h = 0; h < n_head; ++h) {
-            const AlreadyOff off = OffByWhatIfs(impacts.on_top, l, h);
+            const AlreadyOff off = OffByWhatIfs(impacts, l, h);
             const bool none = which == TemperaturePart::TauQ ? off.tau_q : which == TemperaturePart::TauV ? off.tau_v : off.tau_q && off.tau_v;
             if (none) parts[static_cast<size_t>(l) * n_head + h] = NAN;
         }

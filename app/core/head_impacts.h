@@ -36,6 +36,9 @@ struct HeadImpacts {
     float baseline = NAN;                     // mean loss with the active interventions alone
     std::vector<int32_t> ids;                 // the text's, which the losses token by token are of
     std::vector<model::Intervention> on_top;  // the interventions it was measured with
+    // The model's temperatures: one it lacks is at tau = 1 throughout, its part not measured (null)
+    // (the official checkpoints: tau_q alone).
+    bool has_tau_q = true, has_tau_v = true;
     std::vector<HeadImpact> heads;            // the heads done so far, layer by layer
     int total = 0;                            // heads to do
     bool done = false, cancelled = false;

@@ -176,7 +176,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
                                                        "): a fine-tune's base is the model it was fine-tuned from"};
         // A base that does not open leaves the engine as it was. One found beside the model is said
         // to be (it may be another experiment's base/), with the flag that names the right one.
-        if (auto s = m_engine->OpenBase(dir, model::HintsBeside(m_spec.hints, dir)); !s)
+        if (auto s = m_engine->OpenBase(dir, model::HintsBeside(m_spec.hints, dir, m_spec.path)); !s)
             return RunError{RunError::Kind::BadInput,
                             compare.base_dir.empty() ? s.error() + " (found beside the model: name the fine-tune's own with --base DIR)" : s.error(), dir};
         m_twin.clear();  // the engine keeps one model beside the SSA one
@@ -197,7 +197,7 @@ RunStatus Runner::SetCompare(const CompareSpec& compare) {
         // A twin that does not open leaves the engine as it was (with the twin before, if any).
         // The twin's own load flags as given (Python's compare=Model); else the model's, where the
         // twin's folder lacks what they name.
-        const model::ConfigHints hints = compare.twin_hints ? *compare.twin_hints : model::HintsBeside(m_spec.hints, compare.twin_dir);
+        const model::ConfigHints hints = compare.twin_hints ? *compare.twin_hints : model::HintsBeside(m_spec.hints, compare.twin_dir, m_spec.path);
         if (auto s = m_engine->OpenTwin(compare.twin_dir, hints); !s)
             return RunError{RunError::Kind::BadInput, s.error(), compare.twin_dir};
         m_twin = compare.twin_dir;

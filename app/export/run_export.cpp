@@ -234,6 +234,12 @@ std::string StepFolder(int64_t step) {
     return name;
 }
 
+std::string RunStepReason(std::string error, const std::string& checkpoint) {
+    for (const std::string& name : {checkpoint, model::EscapeForMessage(checkpoint, 4096)})
+        for (size_t at; !name.empty() && (at = error.find(name)) != std::string::npos;) error.replace(at, name.size(), "\x01");
+    return error;
+}
+
 json RunStepToJson(const RunStepResult& r) {
     json j = {{"step", r.step}, {"checkpoint", r.checkpoint}, {"error", r.error}, {"fatal", r.fatal}};
     if (!r.error.empty()) return j;

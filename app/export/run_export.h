@@ -98,4 +98,9 @@ model::Status CheckRunDataPlaces(const std::string& out_dir, const std::string& 
 // A step's folder name: step-NNNNNN (six digits, as the official names are).
 std::string StepFolder(int64_t step);
 
+// A skipped step's reason without its checkpoint's name (raw, or escaped as messages write it):
+// steps that fail for one reason of the run's folder (no lit_config.json beside any checkpoint) are
+// said once and counted (the command line's lines, Python's warnings).
+std::string RunStepReason(std::string error, const std::string& checkpoint);
+
 }  // namespace app

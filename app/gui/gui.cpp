@@ -413,6 +413,9 @@ public:
                     m_state.error = e.error;
                     if (e.request == m_step_open_request && e.passed_over > 0)  // a run none of whose steps up to this one opens
                         m_state.error += "; nor do the " + std::to_string(e.passed_over) + " steps before it";
+                    // A model that did not open while another is shown: said in the status bar too, where the
+                    // shown model's next analysis (its comparison changed for the open) does not clear it.
+                    if (e.request == m_model_open_request && m_state.model) m_state.notice = "did not open: " + m_state.error;
                     if (e.request == m_model_open_request) m_model_open_request = 0;
                     m_twin_expected = false;
                     m_state.global_pass_running = false;
@@ -590,8 +593,16 @@ public:
             std::vector<std::string> fallbacks;
             if (run_step && !m_state.model)
                 for (auto it = std::make_reverse_iterator(step); it != m_state.run_steps.rend(); ++it) fallbacks.push_back(it->path);
-            if (!m_views.checkpoint.Ask(path, m_state.hints)) {
-                const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step, std::move(fallbacks));
+            // The base it opens beside, asked for with it (--base, a session's) or shown: what its folder
+            // lacks (lit_config.json, the tokenizer: the official fine-tunes') is read from the base's.
+            std::optional<CompareSpec> beside;
+            if (m_state.base_request.value_or(false) || m_state.compare_base) {
+                beside = CompareSpec::Base(m_state.base_dir);
+                beside->base_of_the_run = run_step;  // a run's step: the run's base
+            }
+            // Its shape asked for only where neither its folder nor the base's config gives it.
+            if (!m_views.checkpoint.Ask(path, beside ? HintsWithBase(m_state.hints, path, *beside) : m_state.hints)) {
+                const uint64_t id = m_worker.OpenModel(path, m_device, m_state.hints, m_dtype, run_step, std::move(fallbacks), beside);
                 m_model_open_request = id;
                 if (run_step) m_step_open_request = id;
             }

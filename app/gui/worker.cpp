@@ -97,13 +97,15 @@ void InferenceWorker::Prefetch(const std::string& dir, const std::string& device
 }
 
 uint64_t InferenceWorker::OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints,
-                                    const std::string& dtype, bool run_step, std::vector<std::string> fallbacks) {
+                                    const std::string& dtype, bool run_step, std::vector<std::string> fallbacks,
+                                    std::optional<CompareSpec> beside) {
     Request r(Request::Kind::OpenModel, dir);
     r.device = device;
     r.hints = hints;
     r.dtype = dtype;
     r.run_step = run_step;
     r.fallbacks = std::move(fallbacks);
+    r.beside = std::move(beside);
     return Push(std::move(r));
 }
 uint64_t InferenceWorker::OpenTwin(const std::string& dir) {
@@ -225,7 +227,8 @@ void InferenceWorker::Loop() {
             }
             // Idle: Prefetch's model, opened aside (not for a big shown model: two may not fit).
             if (!m_busy && m_prefetch_wanted && !m_stop) {
-                const ModelSpec spec = *std::exchange(m_prefetch_wanted, std::nullopt);
+                ModelSpec spec = *std::exchange(m_prefetch_wanted, std::nullopt);
+                spec.hints = HintsWithBase(spec.hints, spec.path, CompareFor(m_compare, true));  // a run's next step, as OpenModel opens it
                 const std::string key = SpecKey(spec);
                 if (key != m_prefetched_key && m_runner && !ScaleOf(m_runner->Info(), m_big_parameters).big) {
                     m_readying = true;
@@ -285,8 +288,11 @@ void InferenceWorker::Handle(const Request& r) {
     using Kind = WorkerEvent::Kind;
     switch (r.kind) {
         case Request::Kind::OpenModel: {
-            // A fine-tune beside its base reads what its folder lacks from the base's (HintsWithBase).
-            ModelSpec spec{r.arg, r.device, r.dtype, HintsWithBase(r.hints, r.arg, CompareFor(m_compare, r.run_step))};
+            // A fine-tune beside its base reads what its folder lacks from the base's (HintsWithBase): the
+            // base asked for with it (at launch the comparison that sets it comes after the open), else
+            // the comparison in force.
+            const CompareSpec beside = CompareFor(r.beside ? *r.beside : m_compare, r.run_step);
+            ModelSpec spec{r.arg, r.device, r.dtype, HintsWithBase(r.hints, r.arg, beside)};
             const bool prefetched = m_prefetched && m_prefetched_key == SpecKey(spec);
             int passed_over = 0;
             std::string passed_over_error;
@@ -299,6 +305,7 @@ void InferenceWorker::Handle(const Request& r) {
                 for (size_t k = 0; !runner && k < r.fallbacks.size(); ++k) {
                     if (passed_over++ == 0) passed_over_error = runner.error().message;
                     spec.path = r.fallbacks[k];
+                    spec.hints = HintsWithBase(r.hints, spec.path, beside);
                     runner = Runner::Open(spec);
                 }
                 if (!runner) {
@@ -510,6 +517,7 @@ void InferenceWorker::TimelineJob(const Request& r) {
         {  // the step's model is let go before the next one opens
             ModelSpec spec = m_opened;
             spec.path = step.path;
+            spec.hints = HintsWithBase(m_opened.hints, step.path, CompareFor(m_compare, true));  // as the shown step opened
             auto runner = Runner::Open(spec);
             std::string misfit;  // another model than the run's first step: said before it runs
             if (!runner) {

@@ -160,8 +160,12 @@ public:
     // them do not open (a run whose last steps are truncated): the first that opens answers
     // ModelOpened, saying how many it passed over, in one request (a request each took a frame
     // each, minutes for thousands of such steps).
+    // `beside`: the base the model opens beside (asked for with it, before the comparison that sets
+    // it comes), whose lit_config.json and tokenizer it reads where its folder has none (app::HintsWithBase);
+    // none: the comparison in force.
     uint64_t OpenModel(const std::string& dir, const std::string& device, const model::ConfigHints& hints = {},
-                       const std::string& dtype = "f32", bool run_step = false, std::vector<std::string> fallbacks = {});
+                       const std::string& dtype = "f32", bool run_step = false, std::vector<std::string> fallbacks = {},
+                       std::optional<CompareSpec> beside = std::nullopt);
     // A twin or base that does not open answers ComparisonFailed (why, and what runs instead) and
     // leaves the comparison as it was; so does one asked for before the model opened, right after
     // its ModelOpened.
@@ -234,6 +238,7 @@ private:
         std::string dtype = "f32";
         bool run_step = false;  // OpenModel
         std::vector<std::string> fallbacks;  // OpenModel
+        std::optional<CompareSpec> beside;   // OpenModel: the base it opens beside
         CompareSpec compare;
         std::vector<model::Intervention> interventions;
         GenerationSpec generate;

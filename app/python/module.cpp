@@ -82,10 +82,10 @@ std::string InPythonWords(std::string message) {
          "pass value_form=\"POSITION,TOKEN[,COMBINE]\" (e.g. \"sigmoid,shared,sum\")"},
         {"(or --query-form / --value-form)", "(or query_form= / value_form=)"},
         {"or --config FILE", "or config=FILE"},
-        {"the official fine-tune scripts write none beside their checkpoints: --base DIR reads its base's",
+        {"the official fine-tune scripts write none beside their checkpoints: in export and the window, --base DIR reads its base's",
          "the official fine-tune scripts write none beside their checkpoints: a Run's base=DIR reads its base's for every step"},
         {"pass --tokenizer DIR, its base model's folder", "pass tokenizer=DIR, its base model's folder"},
-        {"or --base DIR, which reads the base's", "or for a Run's steps base=DIR, which reads the base's"},
+        {", or in export and the window --base DIR, which reads the base's", ", or for a Run's steps base=DIR, which reads the base's"},
         {"name it with --base DIR", "name it with base=DIR"},
         {"name the fine-tune's own with --base DIR", "name the fine-tune's own with base=DIR"},
         {"it needs --lens", "it needs lens=True"},
@@ -1121,7 +1121,7 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
     ApplyFlags(Command::Export, export_flags, kExportExcluded, "Run.export()", &exported);
     ExportOptions options = exported.export_options;
     options.out_dir = out;
-    std::vector<std::string> failed;
+    std::vector<std::string> failed, reasons;
     auto gather = [&](const std::string& dir, const std::string& label, const std::vector<std::string>& steps) {
         RunResults run;
         run.t.dir = dir;
@@ -1132,17 +1132,20 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
             if (!step) throw BadArgument(step.error());
             const std::string name = step->checkpoint;
             const int64_t number = step->step;
-            if (const std::string error = AddRunStep(&run, std::move(*step)); !error.empty())
+            if (const std::string error = AddRunStep(&run, std::move(*step)); !error.empty()) {
                 failed.push_back((label == "run" ? "" : label + ": ") + "step " + std::to_string(number) + " (" + model::EscapeForMessage(name) +
                                  "): " + model::EscapeForMessage(error, 4096));  // as the command line says it
+                reasons.push_back(label + "\n" + RunStepReason(error, name));
+            }
         }
         return run;
     };
     const RunResults run = gather(run_dir, "run", results);
     std::optional<RunResults> compare;
     if (compare_dir) compare = gather(*compare_dir, "compare run", compare_results);
-    if (run.rows.empty())
-        throw BadArgument("Run.export(): no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed)");
+    if (run.rows.empty())  // with the first one's reason, as Run.analyze's (the command line has said each)
+        throw BadArgument("Run.export(): no checkpoint of the run could be analysed (" + std::to_string(run.failures.size()) + " failed" +
+                          (failed.empty() ? std::string(")") : "; " + InPythonWords(failed.front()) + ")"));
     if (compare && !compare->t.steps.empty())
         if (const std::string why = run.t.CompareRunMisfit(compare->t.n_layer, compare->t.n_head, compare->t.ids); !why.empty())
             throw BadArgument("Run.export(): compare_run " + model::Quoted(*compare_dir) + " " + why);
@@ -1152,6 +1155,7 @@ py::dict WriteRun(const std::string& out, const std::string& run_dir, const std:
     }
     py::dict d;
     d["failed"] = failed;
+    d["reasons"] = reasons;
     d["run"] = run.t.steps;
     d["compare"] = compare ? compare->t.steps : std::vector<int64_t>{};
     return d;
@@ -1494,6 +1498,7 @@ PYBIND11_MODULE(_ssaviz, m) {
     });
     // A training run's checkpoints in step order ([(step, path)]), as `export --run` finds them.
     m.def("run_step", &AnalyseStep);
+    m.def("run_step_reason", &app::RunStepReason);
     m.def("write_run", &WriteRun);
     m.def("run_steps", [](const std::string& dir) {
         auto steps = app::FindRunSteps(dir);

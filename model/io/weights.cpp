@@ -697,9 +697,12 @@ std::string FirstLayerName(Format format, Role role) {
 }
 
 ShapeSource ShapeSourceOf(const ModelFiles& files, const WeightFile& weights, const ConfigHints& hints) {
-    if (DetectFormat(weights) == Format::Lit) return ShapeSource::LitConfig;
-    // nanoGPT's names beside a lit_config.json: the official GPT-2 code's, nanoGPT's GPTConfig.
-    if (!files.config.empty() || !hints.config_file.empty() || !files.lit_config.empty()) return ShapeSource::ConfigJson;
+    const std::optional<Format> format = DetectFormat(weights);
+    if (format == Format::Lit) return ShapeSource::LitConfig;
+    // nanoGPT's names beside a lit_config.json: the official GPT-2 code's, nanoGPT's GPTConfig (HF's
+    // names beside one are lit-gpt's converted weights: its lit_config.json is not their config).
+    if (!files.config.empty() || !hints.config_file.empty() || (format == Format::NanoGpt && !files.lit_config.empty()))
+        return ShapeSource::ConfigJson;
     return ShapeSource::Tensors;
 }
 

@@ -133,6 +133,10 @@ struct ConfigHints {
     // What chose the hints above where the user did not (HintsFromBase: the base's tokenizer or
     // lit_config.json), said among the model's notes.
     std::vector<std::string> notes;
+    // Where a model opened beside another (its base, or the fine-tune beside a base) lacks a config
+    // or tokenizer that the other did not give either, why: said in the refusal instead of the advice
+    // to name that other model.
+    std::string beside_gives_none;
 };
 // The files the hints name, before any model opens: --tokenizer a folder that is there, --config a
 // regular file of a config's size; the error names the flag (a run's steps failed one by one on it).

@@ -81,8 +81,10 @@ Result<InferredConfig> LitConfigFor(const ModelFiles& files, const WeightFile& w
     const std::string file = !hints.config_file.empty() ? hints.config_file : files.lit_config;
     if (file.empty())
         return Fail(EscapeForMessage(files.weights) + ": a lit-gpt checkpoint (lit-gpt's tensor names) needs its lit_config.json beside it, "
-                    "or --config FILE (its base's lit_config.json, or the official code's configs/*.json it was trained with); "
-                    "the official fine-tune scripts write none beside their checkpoints: --base DIR reads its base's");
+                    "or --config FILE (its base's lit_config.json, or the official code's configs/*.json it was trained with); " +
+                    (hints.beside_gives_none.empty()
+                         ? std::string("the official fine-tune scripts write none beside their checkpoints: in export and the window, --base DIR reads its base's")
+                         : hints.beside_gives_none));
     auto parsed = LoadLitConfig(file);
     if (!parsed) return Fail(parsed.error());
     InferredConfig config;
@@ -114,6 +116,7 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
         // A lit_config.json beside nanoGPT's names: the official GPT-2 code's (nanoGPT's GPTConfig,
         // which its fine-tune scripts require beside lit_model.pth).
         const std::string file = !hints.config_file.empty() ? hints.config_file : !files->config.empty() ? files->config : files->lit_config;
+        if (file == files->lit_config) config.notes.push_back("lit_config.json read as nanoGPT's GPTConfig (the official GPT-2's)");
         auto parsed = LoadConfig(file);
         if (!parsed) return Fail(parsed.error());
         config.config = *parsed;
@@ -167,12 +170,14 @@ Result<FoundModel> LoadWeights(const std::string& path, at::Device device, const
 // (lit-gpt pads Pythia's 50,254 to 50,304 too: GPT-NeoX's tokenizer has other ids, so another
 // family's is never GPT-2's). `source` says which, for `info` and the Model panel.
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, const ModelConfig& config, std::string* source,
-                                                    std::vector<std::string>* notes) {
+                                                    std::vector<std::string>* notes, const std::string& beside_gives_none) {
     *source = TokenizerFilesIn(dir);
     if (source->empty() && config.family != "gpt2")
         return Fail("model folder '" + EscapeForMessage(dir) + "' has no tokenizer files, and a " + EscapeForMessage(config.family) +
                     " model's tokenizer is its own: pass --tokenizer DIR, its base model's folder (the official fine-tune scripts keep "
-                    "the tokenizer there), or --base DIR, which reads the base's");
+                    "the tokenizer there)" +
+                    (beside_gives_none.empty() ? std::string(", or in export and the window --base DIR, which reads the base's")
+                                               : "; " + beside_gives_none));
     if (!source->empty() || (config.vocab_size != 50257 && config.vocab_size != 50304)) return LoadTokenizer(dir);
     const fs::path exe = ExecutableDir();
     for (const fs::path& candidate : {exe / ".." / "assets" / "tokenizers" / "gpt2", exe / "models" / "default"}) {
@@ -187,12 +192,24 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFor(const std::string& dir, cons
 
 }  // namespace
 
-ConfigHints HintsBeside(const ConfigHints& given, const std::string& path) {
+ConfigHints HintsBeside(const ConfigHints& given, const std::string& path, const std::string& model) {
     ConfigHints hints = given;
+    hints.notes.clear();  // the fine-tune's own (what it read from this base)
+    hints.beside_gives_none.clear();
     auto files = FindModelFiles(path);
     if (!files) return hints;  // its loading says what is wrong with it
     if (!files->lit_config.empty() || !files->config.empty()) hints.config_file.clear();
-    if (!TokenizerFilesIn(files->dir).empty()) hints.tokenizer_dir.clear();
+    if (!TokenizerFilesIn(files->dir).empty()) {
+        hints.tokenizer_dir.clear();
+    } else if (hints.tokenizer_dir.empty() && !model.empty()) {  // the fine-tune's, which the comparison needs anyway
+        auto theirs = FindModelFiles(model);
+        if (theirs && !TokenizerFilesIn(theirs->dir).empty()) {
+            hints.tokenizer_dir = theirs->dir;
+            hints.notes.push_back("tokenizer: the fine-tune's, from '" + EscapeForMessage(theirs->dir) + "' (this folder has none)");
+        } else {
+            hints.beside_gives_none = "the fine-tune beside it has none either";
+        }
+    }
     return hints;
 }
 
@@ -200,17 +217,40 @@ ConfigHints HintsFromBase(const ConfigHints& given, const std::string& path, con
     ConfigHints hints = given;
     if (base.empty()) return hints;
     auto mine = FindModelFiles(path);
+    if (!mine) return hints;  // its loading says what is wrong with it
+    const bool lacks_tokenizer = hints.tokenizer_dir.empty() && TokenizerFilesIn(mine->dir).empty();
+    const bool lacks_config = hints.config_file.empty() && mine->config.empty() && mine->lit_config.empty();
+    if (!lacks_tokenizer && !lacks_config) return hints;
+    // A base that gives none of what the model lacks is said in the model's refusal, with why (the
+    // model opens before its base, so the base's own error would never come).
+    const std::string named = "the base " + Quoted(base);
     auto theirs = FindModelFiles(base);
-    if (!mine || !theirs) return hints;  // their loading says what is wrong with them
-    if (hints.tokenizer_dir.empty() && TokenizerFilesIn(mine->dir).empty() && !TokenizerFilesIn(theirs->dir).empty()) {
-        hints.tokenizer_dir = theirs->dir;
-        hints.notes.push_back("tokenizer: the base's, from '" + EscapeForMessage(theirs->dir) + "' (the model's folder has none)");
+    if (!theirs) {
+        hints.beside_gives_none = named + " gives none: " + theirs.error();
+        return hints;
     }
-    if (hints.config_file.empty() && mine->config.empty() && mine->lit_config.empty() && !theirs->lit_config.empty()) {
-        hints.config_file = theirs->lit_config;
-        hints.notes.push_back("config: the base's, '" + EscapeForMessage(theirs->lit_config) +
-                              "' (the model's folder has none; the temperatures' tensors say the SSA forms)");
+    std::vector<std::string> none;
+    if (lacks_tokenizer) {
+        if (!TokenizerFilesIn(theirs->dir).empty()) {
+            hints.tokenizer_dir = theirs->dir;
+            hints.notes.push_back("tokenizer: the base's, from '" + EscapeForMessage(theirs->dir) + "' (the model's folder has none)");
+        } else {
+            none.push_back("no tokenizer files");
+        }
     }
+    if (lacks_config) {
+        if (!theirs->lit_config.empty()) {
+            hints.config_file = theirs->lit_config;
+            hints.notes.push_back("config: the base's, '" + EscapeForMessage(theirs->lit_config) + "' (the model's folder has none)");
+        } else {
+            none.push_back("no lit_config.json");
+        }
+    }
+    if (!none.empty())
+        hints.beside_gives_none = named + " has " + (none.size() == 2 ? none[0] + " and " + none[1] : none[0]) + " either" +
+                                  (lacks_config && theirs->lit_config.empty() && !theirs->config.empty()
+                                       ? " (its config.json is Hugging Face's, not a lit-gpt checkpoint's)"
+                                       : "");
     return hints;
 }
 
@@ -251,8 +291,10 @@ Result<LoadedModel> LoadModel(const std::string& path, at::Device device, const 
         return Fail("--tokenizer '" + EscapeForMessage(hints.tokenizer_dir) +
                     "' holds no tokenizer files (tokenizer.json, tokenizer.model, or vocab.json and merges.txt)");
     std::string tokenizer_source;
-    auto tokenizer = LoadTokenizerFor(found->files.dir, config, &tokenizer_source, &found->gpt.notes);
+    auto tokenizer = LoadTokenizerFor(found->files.dir, config, &tokenizer_source, &found->gpt.notes, hints.beside_gives_none);
     if (!tokenizer) return Fail(tokenizer.error());
+    // Another folder's (--tokenizer, or a base's read beside it): whose, in `info` and the Model panel.
+    if (!hints.tokenizer_dir.empty()) tokenizer_source += " in '" + EscapeForMessage(hints.tokenizer_dir) + "'";
     if ((*tokenizer)->VocabSize() > static_cast<size_t>(config.vocab_size))
         return Fail(path + ": tokenizer has " + std::to_string((*tokenizer)->VocabSize()) + " tokens but the model's vocab_size is " +
                     std::to_string(config.vocab_size));

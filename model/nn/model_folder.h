@@ -46,7 +46,9 @@ struct ModelInfo {
 // twin): the files of its own folder first, `--config` and `--tokenizer` only where it has none
 // (the fine-tune's config read its base with the fine-tune's RoPE base or norm eps, unsaid). The
 // shape flags stay: they are read only where no config names the shape.
-ConfigHints HintsBeside(const ConfigHints& given, const std::string& path);
+// `model`: the fine-tune's path: a base (or twin) whose folder has no tokenizer files reads the
+// fine-tune's (the comparison needs one tokenizer), said in its notes.
+ConfigHints HintsBeside(const ConfigHints& given, const std::string& path, const std::string& model = "");
 
 // The other way: the hints for a fine-tune at `path` opened beside its `base` (a folder or
 // checkpoint; "" none), where the fine-tune's folder lacks what its base's holds and no flag names

@@ -14,7 +14,7 @@ from numbers import Integral
 
 import numpy as np
 
-from . import _python_words, _r, _ssaviz, _warn_failures
+from . import _fs, _python_words, _r, _ssaviz, _warn_failures
 
 
 # With lens=True, SSA's lens of each step (Analysis.lens()'s arrays, named as `export --lens` names its files),
@@ -28,7 +28,7 @@ def _analyze_step(step, path, device, flags, text, compare, truncate, base=None,
     that does not open is the step's failure; what the text or the comparison make fail (a twin or
     base that does not open, a text the tokenizer refuses) would fail every step, and is raised.
     lens: SSA's lens arrays too (_LENS_ARRAYS)."""
-    from . import Model, _fs
+    from . import Model
     from ._batch import _worker_threads
     _worker_threads()
     if compare == "base":  # what the step's folder lacks (lit_config.json, the tokenizer), read from the base's, as export --run does
@@ -269,7 +269,7 @@ class Run:
             steps.append(step)
             arrays.append(result)
         _warn_failures(said, "steps", "RunAnalysis.failed", stacklevel=2,
-                       reasons=[f["error"].replace(os.fspath(f["checkpoint"]), "\x01") for f in failed])
+                       reasons=[_ssaviz.run_step_reason(f["error"], _fs(os.path.basename(os.fspath(f["checkpoint"])))) for f in failed])
         if not steps:  # as Run.export: a timeline of no step is an error, not arrays numpy cannot stack
             raise ValueError(f"{where}: no checkpoint of the run could be analysed ({len(failed)} failed; step {failed[0]['step']}: "
                              f"{failed[0]['error']})")
@@ -356,7 +356,7 @@ class Run:
             report = _ssaviz.write_run(staged, _fs(self.path), results[0], _fs(other.path) if other else None, results[1] if other else [],
                                        export_flags, True)
             _warn_failures([f"ssaviz: {_python_words(message)}; skipped" for message in report["failed"]], "steps", "run.json's failed",
-                           stacklevel=2)
+                           stacklevel=2, reasons=report["reasons"])
             _ssaviz.move_tree(staged, _fs(out))
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)

@@ -842,6 +842,57 @@ TEST_F(Cli, ExportRunOfTheOfficialLayoutReadsWhatItLacksFromItsBase) {
     EXPECT_NE(gpt2s.err.find("has no tokenizer files, and a pythia model's tokenizer is its own: pass --tokenizer DIR"), std::string::npos) << gpt2s.err;
 }
 
+// A base that gives none of what the fine-tune lacks is said in the fine-tune's refusal (it advised
+// "--base DIR", which was given); a base without tokenizer files reads the fine-tune's (the
+// comparison needs one tokenizer; a Pythia base was refused for having none). A model of one
+// temperature ranks its heads with the other's part null (it read 0), and a head whose one
+// temperature the what-ifs turned off has no part (it read 0).
+TEST_F(Cli, ABaseThatGivesNothingIsSaidAndOneTemperatureRanksAlone) {
+    const std::string dir = kOut + "/base_gives", text = "The cat sat on the mat and looked at the dog.";
+    fs::remove_all(dir);
+    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "exp_exp,none", "1"}, {"base", "none", "3"}}) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                            "--embd", "32", "--query-form", form, "--seed", seed});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+    fs::create_directories(dir + "/bare");
+    fs::copy_file(dir + "/ft/lit_model.pth", dir + "/bare/lit_model.pth");
+    fs::create_directories(dir + "/empty");
+    for (const auto& [base, why] : {std::pair<std::string, std::string>{dir + "/empty", "gives none: "},
+                                    {dir + "/nowhere", "gives none: "}}) {
+        Outcome r = Ssaviz({"export", "--model", dir + "/bare", "--base", base, "--text", text, "--out", dir + "/out", "--format", "json"});
+        EXPECT_EQ(r.code, 3) << r.err;
+        EXPECT_NE(r.err.find("the base '" + base + "' " + why), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("--base DIR reads"), std::string::npos) << "advised the flag given: " << r.err;
+    }
+    fs::copy(dir + "/base", dir + "/base_notok", fs::copy_options::recursive);
+    for (const char* f : {"vocab.json", "merges.txt"}) fs::remove(dir + "/base_notok/" + f);
+    Outcome beside = Ssaviz({"export", "--model", dir + "/bare", "--base", dir + "/base_notok", "--text", text, "--out", dir + "/out", "--format", "json"});
+    EXPECT_EQ(beside.code, 3) << beside.err;
+    EXPECT_NE(beside.err.find("the base '" + dir + "/base_notok' has no tokenizer files either"), std::string::npos) << beside.err;
+    Outcome full = Ssaviz({"export", "--model", dir + "/ft", "--base", dir + "/base_notok", "--text", text, "--out", dir + "/full", "--format", "json"});
+    ASSERT_EQ(full.code, 0) << full.err;
+
+    // A model of tau_v alone (no query form); L0 H1's tau_v off by the what-ifs.
+    Outcome made = Ssaviz({"init-random", "--out", dir + "/v", "--layers", "2", "--heads", "2", "--embd", "32", "--query-form", "none"});
+    ASSERT_EQ(made.code, 0) << made.err;
+    Outcome ranked = Ssaviz({"export", "--model", dir + "/v", "--rank-heads", "--ablate", "0:1=v", "--text", text, "--out", dir + "/ranked",
+                             "--format", "json"});
+    ASSERT_EQ(ranked.code, 0) << ranked.err;
+    EXPECT_NE(ranked.err.find("the model has tau_v alone: the part above is tau_v's (part_tau_q null: not measured)"), std::string::npos) << ranked.err;
+    const json impacts = json::parse(ReadFile(dir + "/ranked/head_impacts.json"));
+    for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) {
+            EXPECT_TRUE(impacts["part_tau_q"][l][h].is_null()) << l << " " << h;
+            if (l == 0 && h == 1) {
+                EXPECT_TRUE(impacts["part"][l][h].is_null() && impacts["part_tau_v"][l][h].is_null()) << impacts.dump();
+            } else {
+                ASSERT_TRUE(impacts["part"][l][h].is_number()) << impacts.dump();
+                EXPECT_EQ(impacts["part_tau_v"][l][h], impacts["part"][l][h]) << l << " " << h;
+            }
+        }
+}
+
 TEST_F(Cli, ExportRunWithTheLensFollowsEachLayersLoss) {
     const std::string dir = kOut + "/run_lens", run = dir + "/run";
     fs::remove_all(dir);

@@ -751,6 +751,36 @@ TEST(EndToEnd, TheLensGridScrollsToTheQuery) {
     }
 }
 
+// The official fine-tune scripts' run folder: iter-*.pth alone, their lit_config.json and tokenizer
+// in the base's folder. `--run RUN --base BASE` opens its last step and runs its timeline with the
+// base's (the window asked the model before the comparison that set the base, and every step was
+// refused for want of a lit_config.json); the Model panel's notes say where they came from.
+TEST(EndToEnd, AnOfficialRunBesideItsBaseReadsTheBasesConfigAndTokenizer) {
+    const std::string dir = std::string(SSAVIZ_TEST_OUT) + "/e2e_official_run", run = dir + "/run";
+    fs::remove_all(dir);
+    fs::create_directories(run);
+    for (const auto& [name, form, seed] : {std::tuple{"a", "exp_exp,none", "1"}, {"b", "exp_exp,none", "2"}, {"base", "none", "3"}}) {
+        const std::string cmd = std::string(SSAVIZ_BINARY) + " init-random --out " + dir + "/" + name +
+                                " --family pythia --layout lit --layers 2 --heads 2 --embd 32 --query-form " + form + " --seed " + seed;
+        ASSERT_EQ(RunCommand(cmd, dir + "/init.log"), 0) << ReadFile(dir + "/init.log");
+    }
+    fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
+    fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
+    const std::string png = dir + "/shot.png";
+    ASSERT_EQ(RunCommand(std::string(SSAVIZ_BINARY) + " --run " + run + " --base " + dir + "/base" +
+                             " --text 'The cat sat on the mat and looked at the dog.' --screenshot " + png + " --frames 4",
+                         dir + "/log.txt"),
+              0)
+        << ReadFile(dir + "/log.txt");
+    const nlohmann::json meta = nlohmann::json::parse(ReadFile(png + ".json"), nullptr, false);
+    ASSERT_TRUE(meta.is_object() && meta.contains("state")) << ReadFile(dir + "/log.txt");
+    const nlohmann::json& state = meta["state"];
+    EXPECT_EQ(state["model"], run + "/iter-000200-ckpt.pth");
+    EXPECT_EQ(state["timeline_steps"], nlohmann::json({100, 200})) << state["timeline_failed"].dump();
+    EXPECT_TRUE(state["timeline_failed"].empty()) << state["timeline_failed"].dump();
+    EXPECT_EQ(state["comparison"], "base") << state.dump();
+}
+
 // Issue 36: --run opens a training run's last step and the Run tab, runs the timeline of the text
 // over every step (a truncated checkpoint named and skipped) and draws its curves and each head's
 // steps to sparsity.
