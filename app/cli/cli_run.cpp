@@ -81,6 +81,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     int skipped = 0, alike = 0;  // alike: skipped for a reason said already
     int64_t last_skipped = 0;
     std::set<std::string> reasons;  // those said: a skipped step's message, its checkpoint's name taken out (RunStepReason)
+    std::set<std::string> counted;  // the reasons of the steps counted, not said again
     for (const RunStep& step : steps) {
         const std::string file = fs::path(step.path).filename().string();
         bar->Update((*done)++, total, label == "run" ? file : label + ": " + file);  // the compare run's steps said as its
@@ -101,6 +102,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
         const std::string why = RunStepReason(error, file);
         if (reasons.count(why)) {
             ++alike;
+            counted.insert(why);
             continue;
         }
         if (++skipped <= kSkippedStepLines && reasons.insert(why).second)
@@ -109,7 +111,7 @@ RunResults AnalyseRun(const RunStepSpec& spec, const std::string& text, const st
     }
     if (alike > 0)
         std::fprintf(stderr, "\rssaviz: %s: %d more step%s skipped for %s said above (run.json's failed lists every one)\n", label.c_str(),
-                     alike, alike == 1 ? "" : "s", reasons.size() == 1 ? "the reason" : "reasons");
+                     alike, alike == 1 ? "" : "s", counted.size() == 1 ? "a reason" : "reasons");
     if (skipped > kSkippedStepLines)
         std::fprintf(stderr, "\rssaviz: %s: %d more steps skipped, the last step %lld (%d of %zu steps skipped in all)\n", label.c_str(),
                      skipped - kSkippedStepLines, static_cast<long long>(last_skipped), skipped + alike, steps.size());

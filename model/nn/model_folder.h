@@ -54,8 +54,10 @@ ConfigHints HintsBeside(const ConfigHints& given, const std::string& path, const
 // checkpoint; "" none), where the fine-tune's folder lacks what its base's holds and no flag names
 // it: the base's tokenizer files (the official fine-tune scripts write none beside their
 // checkpoints; the fine-tune's tokenizer is its base's) and the base's lit_config.json for a
-// checkpoint with no config of its own (nor do they write one; the temperatures' tensors say the
-// SSA forms), each said in `notes`. A folder that cannot be read is left to its loading to say.
+// checkpoint with no config of its own (nor do they write one; its attn.beta is read as the
+// official code reads it), each said in `notes`. A base that gives none of what the fine-tune
+// lacks (no such folder, or neither file) is said in `beside_gives_none`, for the fine-tune's
+// refusal: the fine-tune opens first, so the base's own error would never come.
 ConfigHints HintsFromBase(const ConfigHints& given, const std::string& path, const std::string& base);
 
 // Writes a random SSA model folder (fixed seed) with the tokenizer files from `tokenizer_dir`.

@@ -336,10 +336,11 @@ def _warn_failures(messages, what, listed, stacklevel=3, reasons=None):
     import warnings
     alike = 0
     if reasons:
-        seen, kept = set(), []  # seen: the reasons warned
+        seen, kept, counted = set(), [], set()  # seen: the reasons warned; counted: those of the steps counted
         for message, reason in zip(messages, reasons):
             if reason in seen:
                 alike += 1
+                counted.add(reason)
                 continue
             kept.append(message)
             if len(kept) <= _WARNED_FAILURES:
@@ -349,7 +350,7 @@ def _warn_failures(messages, what, listed, stacklevel=3, reasons=None):
         warnings.warn(message, stacklevel=stacklevel + 1)
     if alike:
         warnings.warn(f"ssaviz: {alike} more {what if alike > 1 else what.rstrip('s')} skipped for "
-                      f"{'the reason' if len(seen) == 1 else 'reasons'} said above ({listed} lists every one)", stacklevel=stacklevel + 1)
+                      f"{'a reason' if len(counted) == 1 else 'reasons'} said above ({listed} lists every one)", stacklevel=stacklevel + 1)
     if len(messages) > _WARNED_FAILURES:
         warnings.warn(f"ssaviz: {len(messages) - _WARNED_FAILURES} more {what} skipped ({listed} lists every one)", stacklevel=stacklevel + 1)
 

@@ -662,6 +662,17 @@ TEST_F(Cli, ExportRunWritesATimelineStepByStep) {
                        "'checkpoint-00001234567890123' names a step of more than 12 digits");
 }
 
+// Small Pythia-shaped lit-gpt checkpoints in DIR/NAME: "base" without a query form, any other
+// name an SSA step of it (tau_q as the official attn.beta), each its own seed.
+static void MakeStepsAndBase(const std::string& dir, const std::vector<std::string>& names = {"a", "b", "base"}) {
+    int seed = 0;
+    for (const std::string& name : names) {
+        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
+                            "--embd", "32", "--query-form", name == "base" ? "none" : "exp_exp,none", "--seed", std::to_string(++seed)});
+        ASSERT_EQ(r.code, 0) << r.err;
+    }
+}
+
 // A run against a fine-tune's base (--base DIR): each step's heads in run.json and run.csv gain
 // js_total (all that fine-tuning had changed by that step) and js_drift (the other weights' part),
 // each equal to that step's own metrics.json decomposition; their curves are drawn; the summary
@@ -670,12 +681,7 @@ TEST_F(Cli, ExportRunAgainstABaseFollowsTheDecomposition) {
     const std::string dir = kOut + "/run_base", run = dir + "/run";
     fs::remove_all(dir);
     fs::create_directories(run);
-    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"a", "exp_exp,none", "1"}, {"b", "exp_exp,none", "2"},
-                                           {"base", "none", "3"}}) {
-        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
-                            "--embd", "32", "--query-form", form, "--seed", seed});
-        ASSERT_EQ(r.code, 0) << r.err;
-    }
+    ASSERT_NO_FATAL_FAILURE(MakeStepsAndBase(dir));
     for (const char* f : {"lit_config.json", "vocab.json", "merges.txt"}) fs::copy_file(dir + "/a/" + f, run + "/" + f);
     fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
     fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
@@ -801,12 +807,7 @@ TEST_F(Cli, ExportRunOfTheOfficialLayoutReadsWhatItLacksFromItsBase) {
     const std::string dir = kOut + "/run_official", run = dir + "/run", full = dir + "/full";
     fs::remove_all(dir);
     fs::create_directories(run);
-    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"a", "exp_exp,none", "1"}, {"b", "exp_exp,none", "2"},
-                                           {"base", "none", "3"}}) {
-        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
-                            "--embd", "32", "--query-form", form, "--seed", seed});
-        ASSERT_EQ(r.code, 0) << r.err;
-    }
+    ASSERT_NO_FATAL_FAILURE(MakeStepsAndBase(dir));
     fs::copy_file(dir + "/a/lit_model.pth", run + "/iter-000100-ckpt.pth");
     fs::copy_file(dir + "/b/lit_model.pth", run + "/iter-000200-ckpt.pth");
     fs::create_directories(full);  // the same run with the config and tokenizer in its folder
@@ -820,7 +821,7 @@ TEST_F(Cli, ExportRunOfTheOfficialLayoutReadsWhatItLacksFromItsBase) {
     for (size_t at = 0; (at = alone.err.find("needs its lit_config.json", at)) != std::string::npos; ++at) ++said;
     EXPECT_EQ(said, 1u) << alone.err;
     EXPECT_NE(alone.err.find("--base DIR reads its base's"), std::string::npos) << alone.err;
-    EXPECT_NE(alone.err.find("run: 1 more step skipped for the reason said above"), std::string::npos) << alone.err;
+    EXPECT_NE(alone.err.find("run: 1 more step skipped for a reason said above"), std::string::npos) << alone.err;
 
     Outcome beside = Ssaviz({"export", "--run", run, "--base", dir + "/base", "--steps", "100", "--text", text, "--out", dir + "/beside", "--format", "json"});
     ASSERT_EQ(beside.code, 0) << beside.err;
@@ -850,11 +851,7 @@ TEST_F(Cli, ExportRunOfTheOfficialLayoutReadsWhatItLacksFromItsBase) {
 TEST_F(Cli, ABaseThatGivesNothingIsSaidAndOneTemperatureRanksAlone) {
     const std::string dir = kOut + "/base_gives", text = "The cat sat on the mat and looked at the dog.";
     fs::remove_all(dir);
-    for (const auto& [name, form, seed] : {std::tuple<const char*, const char*, const char*>{"ft", "exp_exp,none", "1"}, {"base", "none", "3"}}) {
-        Outcome r = Ssaviz({"init-random", "--out", dir + "/" + name, "--family", "pythia", "--layout", "lit", "--layers", "2", "--heads", "2",
-                            "--embd", "32", "--query-form", form, "--seed", seed});
-        ASSERT_EQ(r.code, 0) << r.err;
-    }
+    ASSERT_NO_FATAL_FAILURE(MakeStepsAndBase(dir, {"ft", "base"}));
     fs::create_directories(dir + "/bare");
     fs::copy_file(dir + "/ft/lit_model.pth", dir + "/bare/lit_model.pth");
     fs::create_directories(dir + "/empty");

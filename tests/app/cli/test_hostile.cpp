@@ -818,7 +818,7 @@ TEST_F(Cli, AHostileRunNamesEachBadStepAndGoesOn) {
     EXPECT_EQ(r.err.find("step 702 ("), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("step 15000 (iter-015000-ckpt.pth)"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("step 16000 ("), std::string::npos) << "past the twentieth line\n" << r.err;
-    EXPECT_NE(r.err.find("run: 9 more steps skipped for reasons said above"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run: 9 more steps skipped for a reason said above"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("run: 15 more steps skipped, the last step 30000 (44 of 46 steps skipped in all)"), std::string::npos) << r.err;
 }
 

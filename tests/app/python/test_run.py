@@ -67,7 +67,7 @@ def test_many_failing_steps_warn_twenty_times_and_count_the_rest(run_dir, tmp_pa
     said = [str(w.message) for w in caught if "skipped" in str(w.message)]
     assert len(said) == 22, said[-3:]
     assert said[0].startswith("ssaviz: step 10 (iter-000010-ckpt.pth): ") and not any("step 11 " in s for s in said), said[:3]
-    assert said[-2] == "ssaviz: 4 more steps skipped for reasons said above (RunAnalysis.failed lists every one)"
+    assert said[-2] == "ssaviz: 4 more steps skipped for a reason said above (RunAnalysis.failed lists every one)"
     assert said[-1] == "ssaviz: 12 more steps skipped (RunAnalysis.failed lists every one)"
 
 
@@ -502,4 +502,4 @@ def test_a_run_of_the_official_layout_reads_what_it_lacks_from_its_base(tmp_path
             ssaviz.load_run(run).analyze(TEXT)
     said = [str(w.message) for w in caught if "skipped" in str(w.message)]
     assert len(said) == 2 and "a Run's base=DIR reads its base's for every step" in said[0], said
-    assert said[1] == "ssaviz: 1 more step skipped for the reason said above (RunAnalysis.failed lists every one)"
+    assert said[1] == "ssaviz: 1 more step skipped for a reason said above (RunAnalysis.failed lists every one)"
